@@ -1,0 +1,3 @@
+from tracecanary.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""One module per CLI stage; each defines ``register(subparsers)`` (see tracecanary.cli)."""

@@ -1,0 +1,151 @@
+"""The program: a trace's collectives as logical occurrences, the unit that the
+compiler encodes, the simulator replays and the verifier compares.
+
+One *occurrence* is one collective instance (all members of its group together) or
+one matched send/recv pair. Occurrences are in global issue order (by the earliest
+member arrival, ties by group then per-group instance).
+
+Columns of ``Program.occurrences`` (one row per occurrence, numpy-backed):
+    occ          int64   0..n-1, the logical occurrence index
+    op           str     all_reduce | all_gather | ... | send (a matched pair) | custom:<name>
+    bytes        int64   payload bytes per rank (nccl-tests size convention)
+    dtype        str
+    group        str     group id ("p2p:<src>-><dst>" for a matched pair)
+    group_size   int64   number of members
+    root         int64   global root rank, -1 where not meaningful
+    phase        str     "" when absent
+    stream       str     "" when absent
+    gap_ns       int64   issue time of this occurrence minus the previous one's (first: 0);
+                         an occurrence's issue time is its earliest member arrival
+    overlap_ns   int64   compute concurrent with the communication (max over members);
+                         meaningful only where has_overlap is True
+    has_overlap  bool    False = not measured (never read as 0)
+    latency_ns   int64   measured latency (max over members); meaningful where has_latency
+    has_latency  bool
+    weight       float64 how many logical occurrences this executed one stands for (1.0 in a
+                         source program; > 1 in a reduced-execution canary)
+    tail         bool    part of a rare tail window (kept whole by reduced execution)
+
+Columns of ``Program.members`` (one row per member of each occurrence, sorted by occ, rank):
+    occ          int64   index into occurrences
+    rank         int64   global rank
+    skew_ns      int64   arrival of this member minus the occurrence's issue time (>= 0);
+                         meaningful only when Program.skew_known
+
+``skew_known`` is False when cross-rank arrivals could not be related (no clock
+calibration, single-rank import); ``skew_reason`` then says why. Unknown skew is never
+stored as zero: consumers must check ``skew_known``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+OCCURRENCE_COLUMNS: dict[str, str] = {
+    "occ": "int64",
+    "op": "str",
+    "bytes": "int64",
+    "dtype": "str",
+    "group": "str",
+    "group_size": "int64",
+    "root": "int64",
+    "phase": "str",
+    "stream": "str",
+    "gap_ns": "int64",
+    "overlap_ns": "int64",
+    "has_overlap": "bool",
+    "latency_ns": "int64",
+    "has_latency": "bool",
+    "weight": "float64",
+    "tail": "bool",
+}
+
+MEMBER_COLUMNS: dict[str, str] = {"occ": "int64", "rank": "int64", "skew_ns": "int64"}
+
+SIGNATURE_COLUMNS = ("op", "bytes", "dtype", "group", "root", "phase", "stream")
+
+
+@dataclass(frozen=True)
+class Program:
+    occurrences: pd.DataFrame
+    members: pd.DataFrame
+    world_size: int
+    skew_known: bool
+    skew_reason: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        for name, dtype in OCCURRENCE_COLUMNS.items():
+            if name not in self.occurrences.columns:
+                raise ValueError(f"program occurrences lack column {name!r}")
+            got = self.occurrences[name].dtype
+            ok = pd.api.types.is_string_dtype(got) if dtype == "str" else str(got) == dtype
+            if not ok:
+                raise ValueError(
+                    f"program column {name!r} has dtype {self.occurrences[name].dtype}, want {dtype}"
+                )
+        for name, dtype in MEMBER_COLUMNS.items():
+            if name not in self.members.columns or str(self.members[name].dtype) != dtype:
+                raise ValueError(f"program members column {name!r} missing or not {dtype}")
+
+    @property
+    def n(self) -> int:
+        return len(self.occurrences)
+
+    def issue_ns(self) -> np.ndarray:
+        """Issue time of every occurrence relative to the first (cumulative gaps)."""
+        return np.cumsum(self.occurrences["gap_ns"].to_numpy(dtype=np.int64))
+
+    def signature_ids(self) -> tuple[np.ndarray, pd.DataFrame]:
+        """(id per occurrence, table of distinct signatures in first-seen order)."""
+        keys = self.occurrences[list(SIGNATURE_COLUMNS)]
+        codes, uniques = pd.factorize(pd.MultiIndex.from_frame(keys), sort=False)
+        return codes.astype(np.int64), uniques.to_frame(index=False, name=list(SIGNATURE_COLUMNS))
+
+
+def make_program(
+    occurrences: dict[str, np.ndarray | list],
+    members: dict[str, np.ndarray | list],
+    *,
+    world_size: int,
+    skew_known: bool,
+    skew_reason: str | None = None,
+    notes: tuple[str, ...] = (),
+) -> Program:
+    """Build a Program from column arrays, filling optional columns with their defaults
+    (weight 1.0, tail False, has_* False with value 0, root -1, phase/stream "")."""
+    n = len(occurrences["op"])
+    cols: dict[str, np.ndarray] = {}
+    defaults = {
+        "occ": np.arange(n, dtype=np.int64),
+        "root": np.full(n, -1, dtype=np.int64),
+        "phase": np.full(n, "", dtype=object),
+        "stream": np.full(n, "", dtype=object),
+        "overlap_ns": np.zeros(n, dtype=np.int64),
+        "has_overlap": np.zeros(n, dtype=bool),
+        "latency_ns": np.zeros(n, dtype=np.int64),
+        "has_latency": np.zeros(n, dtype=bool),
+        "weight": np.ones(n, dtype=np.float64),
+        "tail": np.zeros(n, dtype=bool),
+    }
+    for name, dtype in OCCURRENCE_COLUMNS.items():
+        value = occurrences.get(name)
+        if value is None:
+            if name not in defaults:
+                raise ValueError(f"make_program needs column {name!r}")
+            value = defaults[name]
+        cols[name] = np.asarray(value, dtype=object if dtype == "str" else dtype)
+    mcols = {name: np.asarray(members[name], dtype=dtype) for name, dtype in MEMBER_COLUMNS.items()}
+    return Program(
+        occurrences=pd.DataFrame(
+            {k: (pd.array(v, dtype="str") if OCCURRENCE_COLUMNS[k] == "str" else v) for k, v in cols.items()}
+        ),
+        members=pd.DataFrame(mcols),
+        world_size=world_size,
+        skew_known=skew_known,
+        skew_reason=skew_reason,
+        notes=tuple(notes),
+    )
