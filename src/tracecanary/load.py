@@ -1,0 +1,76 @@
+"""Load any program-bearing input as a ``Program``: a native trace (JSON, JSON Lines,
+.gz), a normalized Parquet (with its sidecar), a merged trace, or a canary (expanded:
+``executed=True`` gives what a replay runs, with weights)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from tracecanary.errors import InputError
+from tracecanary.limits import open_input
+from tracecanary.matching import build_program
+from tracecanary.program import Program
+
+
+def sniff_format(path: str | os.PathLike) -> str:
+    """The ``format`` field of a JSON/JSONL document, or 'parquet'."""
+    p = Path(path)
+    if p.suffix == ".parquet":
+        return "parquet"
+    with open_input(p) as f:
+        head = f.read(1 << 16)
+    text = head.decode("utf-8", errors="replace")
+    for marker in ("tracecanary.canary/v1", "tracecanary.trace/v1"):
+        if f'"format":"{marker}"' in text.replace(" ", ""):
+            return marker
+    try:
+        doc = json.loads(text.splitlines()[0]) if text.strip() else None
+    except json.JSONDecodeError:
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("format"), str):
+        return doc["format"]
+    raise InputError("not a TraceCanary trace, normalized table or canary", file=str(path))
+
+
+def program_from_normalized(table, sidecar: dict) -> Program:
+    groups = {k: list(v) for k, v in sidecar["groups"].items()}
+    clocks = {int(k): v for k, v in sidecar["clocks"].items()}
+    return build_program(
+        table.to_pandas(),
+        groups=groups,
+        world_size=int(sidecar["meta"]["world_size"]),
+        clocks=clocks,
+        notes=tuple(sidecar["meta"].get("notes", [])),
+    )
+
+
+def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
+    """Program of a trace / normalized table / canary at ``path`` (see module doc)."""
+    kind = sniff_format(path)
+    if kind == "parquet":
+        from tracecanary.ingest import sidecar_path
+
+        side = sidecar_path(path)
+        if not side.is_file():
+            raise InputError("normalized table has no .meta.json sidecar", file=str(path))
+        return program_from_normalized(pq.read_table(path), json.loads(side.read_text()))
+    if kind == "tracecanary.trace/v1":
+        from tracecanary.ingest import ingest_files
+
+        with tempfile.TemporaryDirectory(prefix="tracecanary-load-") as tmp:
+            out = Path(tmp) / "trace.parquet"
+            result = ingest_files([str(path)], out)
+            return program_from_normalized(
+                pq.read_table(out), json.loads(result.sidecar.read_text())
+            )
+    if kind == "tracecanary.canary/v1":
+        from tracecanary.compile.expand import expand_canary
+        from tracecanary.limits import load_json
+
+        return expand_canary(load_json(path), executed=executed)
+    raise InputError(f"unsupported format {kind!r}", file=str(path), field="format")
