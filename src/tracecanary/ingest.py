@@ -346,9 +346,13 @@ def _merge_headers(headers: list[tuple[str, dict]]) -> dict:
                 raise SchemaError(f"group {g['id']!r} is declared differently in {first_path}", file=path, field="groups")
             groups.setdefault(g["id"], g)
         for d in header["meta"].get("clock_domains", []):
-            if d["id"] in domains and domains[d["id"]] != d:
-                raise SchemaError(f"clock domain {d['id']!r} is declared differently in {first_path}", file=path, field="meta/clock_domains")
-            domains.setdefault(d["id"], d)
+            known = domains.get(d["id"])
+            if known is None:
+                domains[d["id"]] = d
+            elif known.get("host") != d.get("host"):
+                raise SchemaError(f"clock domain {d['id']!r} names host {d.get('host')!r}, but {known.get('host')!r} in {first_path}", file=path, field="meta/clock_domains")
+            else:  # one host's clock, declared by each of its processes
+                domains[d["id"]] = {**known, "ranks": sorted(set(known["ranks"]) | set(d["ranks"]))}
         notes += [n for n in header["meta"].get("notes", []) if n not in notes]
         sources.append(header["meta"]["source"])
     meta = dict(first["meta"])

@@ -47,7 +47,7 @@ def _refuse(field: str, group: str, instance, ranks, message: str) -> MergeError
     return MergeError(message, record=f"collective {group}#{instance} ranks {ranks_txt}", field=field)
 
 
-def _instances(events: pd.DataFrame) -> pd.DataFrame:
+def assign_instances(events: pd.DataFrame) -> pd.DataFrame:
     """Add ``key_group`` and ``key_instance`` identifying each event's occurrence."""
     p2p = events["op"].isin(["send", "recv"]).to_numpy()
     rank = events["rank"].to_numpy()
@@ -78,7 +78,7 @@ def build_program(
     notes: tuple[str, ...] = (),
 ) -> Program:
     """Occurrence-level program of a normalized trace (rows in per-rank issue order)."""
-    ev = _instances(events.reset_index(drop=True))
+    ev = assign_instances(events.reset_index(drop=True))
     ranks_seen = np.unique(ev["rank"].to_numpy())
     seen = set(int(r) for r in ranks_seen)
 

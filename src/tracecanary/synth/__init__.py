@@ -1,0 +1,1 @@
+"""Deterministic synthetic workloads (decode, training, adversarial)."""
