@@ -46,7 +46,9 @@ def sha256_tree(path: str | os.PathLike) -> str:
     """Digest of a directory: canonical JSON of {relative path: file digest}, sorted."""
     root = Path(path)
     listing = {
-        p.relative_to(root).as_posix(): sha256_file(p) for p in sorted(root.rglob("*")) if p.is_file()
+        p.relative_to(root).as_posix(): sha256_file(p)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
     }
     return sha256_bytes(canonical_json_bytes(listing))
 

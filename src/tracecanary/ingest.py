@@ -89,7 +89,9 @@ def _header_and_batches(
             header = json.loads(first)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             stream.close()
-            raise InputError(f"header line is not valid JSON: {err}", file=path, record="header") from None
+            raise InputError(
+                f"header line is not valid JSON: {err}", file=path, record="header"
+            ) from None
         validate_header(header, file=path)
         if "events" in header:
             stream.close()
@@ -134,7 +136,9 @@ def _jsonl_batches(path: str, stream) -> Iterator[tuple[int, pa.RecordBatch]]:
     try:
         with stream:
             try:
-                reader = pajson.open_json(stream, read_options=reader_options, parse_options=options)
+                reader = pajson.open_json(
+                    stream, read_options=reader_options, parse_options=options
+                )
             except pa.ArrowInvalid as err:
                 if "Empty JSON file" in str(err):
                     return
@@ -161,7 +165,9 @@ def _refuse_at(path: str, first_index: int, row: int, field: str, message: str, 
     raise cls(message, file=path, record=first_index + row, field=field)
 
 
-def _check_batch(path: str, first_index: int, batch: pa.RecordBatch, state: _TraceState) -> pa.RecordBatch:
+def _check_batch(
+    path: str, first_index: int, batch: pa.RecordBatch, state: _TraceState
+) -> pa.RecordBatch:
     """Vectorized semantic checks of one batch; returns the normalized batch."""
     n = batch.num_rows
     col = {name: batch.column(name) for name in EVENT_FIELDS}
@@ -169,18 +175,38 @@ def _check_batch(path: str, first_index: int, batch: pa.RecordBatch, state: _Tra
         if col[name].null_count:
             row = _first_false(np.asarray(col[name].is_valid()))
             _refuse_at(path, first_index, row, name, "required field missing")
-    for name in ("rank", "seq", "bytes", "root", "peer", "ts_ns", "gap_ns", "latency_ns", "overlap_ns", "arrival_ns", "instance"):
+    for name in (
+        "rank",
+        "seq",
+        "bytes",
+        "root",
+        "peer",
+        "ts_ns",
+        "gap_ns",
+        "latency_ns",
+        "overlap_ns",
+        "arrival_ns",
+        "instance",
+    ):
         values = col[name]
         if values.null_count == n:
             continue
         neg = pc.fill_null(pc.less(values, 0), False)
         if pc.any(neg).as_py():
             row = int(np.flatnonzero(np.asarray(neg))[0])
-            _refuse_at(path, first_index, row, name, f"must be non-negative, got {values[row].as_py()}")
+            _refuse_at(
+                path, first_index, row, name, f"must be non-negative, got {values[row].as_py()}"
+            )
     ok_op = np.asarray(pc.match_substring_regex(col["op"], OP_PATTERN))
     row = _first_false(ok_op)
     if row is not None:
-        _refuse_at(path, first_index, row, "op", f"unknown op {col['op'][row].as_py()!r}: use a known op or custom:<name>")
+        _refuse_at(
+            path,
+            first_index,
+            row,
+            "op",
+            f"unknown op {col['op'][row].as_py()!r}: use a known op or custom:<name>",
+        )
     for name in ("dtype", "group"):
         row = _first_false(np.asarray(pc.not_equal(col[name], "")))
         if row is not None:
@@ -193,7 +219,13 @@ def _check_batch(path: str, first_index: int, batch: pa.RecordBatch, state: _Tra
 
     row = _first_false(rank < state.world_size)
     if row is not None:
-        _refuse_at(path, first_index, row, "rank", f"rank {rank[row]} outside world_size {state.world_size}")
+        _refuse_at(
+            path,
+            first_index,
+            row,
+            "rank",
+            f"rank {rank[row]} outside world_size {state.world_size}",
+        )
     declared = pa.array(list(state.groups), type=pa.string())
     known_group = np.asarray(pc.is_in(group, value_set=declared))
     row = _first_false(known_group)
@@ -207,7 +239,13 @@ def _check_batch(path: str, first_index: int, batch: pa.RecordBatch, state: _Tra
         member[g, ranks] = True
     row = _first_false(member[gindex, rank])
     if row is not None:
-        _refuse_at(path, first_index, row, "rank", f"rank {rank[row]} is not a member of group {group[row].as_py()!r}")
+        _refuse_at(
+            path,
+            first_index,
+            row,
+            "rank",
+            f"rank {rank[row]} is not a member of group {group[row].as_py()!r}",
+        )
 
     is_p2p = np.isin(op, P2P_OPS)
     is_rooted = np.isin(op, ROOTED_OPS)
@@ -227,22 +265,42 @@ def _check_batch(path: str, first_index: int, batch: pa.RecordBatch, state: _Tra
         _refuse_at(path, first_index, row, "root", f"root is meaningless for {op[row]}")
     peer = np.asarray(col["peer"].fill_null(0))
     root = np.asarray(col["root"].fill_null(0))
-    row = _first_false(~is_p2p | ((peer < state.world_size) & member[gindex, np.minimum(peer, state.world_size - 1)]))
+    row = _first_false(
+        ~is_p2p
+        | ((peer < state.world_size) & member[gindex, np.minimum(peer, state.world_size - 1)])
+    )
     if row is not None:
-        _refuse_at(path, first_index, row, "peer", f"peer {peer[row]} is not a member of group {group[row].as_py()!r}")
+        _refuse_at(
+            path,
+            first_index,
+            row,
+            "peer",
+            f"peer {peer[row]} is not a member of group {group[row].as_py()!r}",
+        )
     row = _first_false(~is_p2p | (peer != rank))
     if row is not None:
         _refuse_at(path, first_index, row, "peer", "peer equals the rank itself")
-    row = _first_false(~is_rooted | ((root < state.world_size) & member[gindex, np.minimum(root, state.world_size - 1)]))
+    row = _first_false(
+        ~is_rooted
+        | ((root < state.world_size) & member[gindex, np.minimum(root, state.world_size - 1)])
+    )
     if row is not None:
-        _refuse_at(path, first_index, row, "root", f"root {root[row]} is not a member of group {group[row].as_py()!r}")
+        _refuse_at(
+            path,
+            first_index,
+            row,
+            "root",
+            f"root {root[row]} is not a member of group {group[row].as_py()!r}",
+        )
 
     # timing
     has_ts = np.asarray(col["ts_ns"].is_valid())
     has_gap = np.asarray(col["gap_ns"].is_valid())
     row = _first_false(has_ts | has_gap)
     if row is not None:
-        _refuse_at(path, first_index, row, "gap_ns", "event has neither ts_ns nor gap_ns", TimingError)
+        _refuse_at(
+            path, first_index, row, "gap_ns", "event has neither ts_ns nor gap_ns", TimingError
+        )
     ts = np.asarray(col["ts_ns"].fill_null(0))
     gap = np.asarray(col["gap_ns"].fill_null(0))
     state.ts_present += int(has_ts.sum())
@@ -263,11 +321,19 @@ def _check_batch(path: str, first_index: int, batch: pa.RecordBatch, state: _Tra
         bad = np.flatnonzero(s <= prev_seq)
         if bad.size:
             i = seg[bad[0]]
-            _refuse_at(path, first_index, int(i), "seq", f"seq {seq[i]} of rank {r} does not increase (previous {prev_seq[bad[0]]}); duplicate or out-of-order event")
+            _refuse_at(
+                path,
+                first_index,
+                int(i),
+                "seq",
+                f"seq {seq[i]} of rank {r} does not increase (previous {prev_seq[bad[0]]}); duplicate or out-of-order event",
+            )
         t, g, hts, hgap = ts[seg], gap[seg], has_ts[seg], has_gap[seg]
         cum = np.cumsum(g)
         last_ts = np.maximum.accumulate(np.where(hts, np.arange(len(seg)), -1))
-        base = np.where(last_ts >= 0, t[np.maximum(last_ts, 0)] - cum[np.maximum(last_ts, 0)], st.last_issue)
+        base = np.where(
+            last_ts >= 0, t[np.maximum(last_ts, 0)] - cum[np.maximum(last_ts, 0)], st.last_issue
+        )
         seg_issue = base + cum
         seg_issue = np.where(hts, t, seg_issue)
         prev_issue = np.concatenate(([st.last_issue], seg_issue[:-1]))
@@ -276,12 +342,26 @@ def _check_batch(path: str, first_index: int, batch: pa.RecordBatch, state: _Tra
         back = np.flatnonzero(has_prev & hts & (t < prev_issue))
         if back.size:
             i = seg[back[0]]
-            _refuse_at(path, first_index, int(i), "ts_ns", f"timestamp goes backwards on rank {r} ({ts[i]} < previous issue {prev_issue[back[0]]})", TimingError)
+            _refuse_at(
+                path,
+                first_index,
+                int(i),
+                "ts_ns",
+                f"timestamp goes backwards on rank {r} ({ts[i]} < previous issue {prev_issue[back[0]]})",
+                TimingError,
+            )
         contra = np.flatnonzero(has_prev & hts & hgap & (g != t - prev_issue))
         if contra.size:
             k = contra[0]
             i = seg[k]
-            _refuse_at(path, first_index, int(i), "gap_ns", f"gap_ns {g[k]} contradicts ts_ns (difference to the previous event is {t[k] - prev_issue[k]})", TimingError)
+            _refuse_at(
+                path,
+                first_index,
+                int(i),
+                "gap_ns",
+                f"gap_ns {g[k]} contradicts ts_ns (difference to the previous event is {t[k] - prev_issue[k]})",
+                TimingError,
+            )
         issue[seg] = seg_issue
         st.last_seq = int(s[-1])
         st.last_issue = int(seg_issue[-1])
@@ -308,7 +388,9 @@ class _FixedRowGroupWriter:
         self.pending_rows += batch.num_rows
         while self.pending_rows >= ROW_GROUP_SIZE:
             table = pa.Table.from_batches(self.pending, schema=NORMALIZED_SCHEMA)
-            self.writer.write_table(table.slice(0, ROW_GROUP_SIZE).combine_chunks(), row_group_size=ROW_GROUP_SIZE)
+            self.writer.write_table(
+                table.slice(0, ROW_GROUP_SIZE).combine_chunks(), row_group_size=ROW_GROUP_SIZE
+            )
             rest = table.slice(ROW_GROUP_SIZE).combine_chunks()
             self.pending = rest.to_batches() if rest.num_rows else []
             self.pending_rows = rest.num_rows
@@ -343,14 +425,22 @@ def _merge_headers(headers: list[tuple[str, dict]]) -> dict:
             )
         for g in header["groups"]:
             if g["id"] in groups and groups[g["id"]] != g:
-                raise SchemaError(f"group {g['id']!r} is declared differently in {first_path}", file=path, field="groups")
+                raise SchemaError(
+                    f"group {g['id']!r} is declared differently in {first_path}",
+                    file=path,
+                    field="groups",
+                )
             groups.setdefault(g["id"], g)
         for d in header["meta"].get("clock_domains", []):
             known = domains.get(d["id"])
             if known is None:
                 domains[d["id"]] = d
             elif known.get("host") != d.get("host"):
-                raise SchemaError(f"clock domain {d['id']!r} names host {d.get('host')!r}, but {known.get('host')!r} in {first_path}", file=path, field="meta/clock_domains")
+                raise SchemaError(
+                    f"clock domain {d['id']!r} names host {d.get('host')!r}, but {known.get('host')!r} in {first_path}",
+                    file=path,
+                    field="meta/clock_domains",
+                )
             else:  # one host's clock, declared by each of its processes
                 domains[d["id"]] = {**known, "ranks": sorted(set(known["ranks"]) | set(d["ranks"]))}
         notes += [n for n in header["meta"].get("notes", []) if n not in notes]
@@ -373,7 +463,9 @@ class IngestResult:
     sidecar_sha256: str
 
 
-def ingest_files(inputs: list[str], output: str | os.PathLike, limits: Limits | None = None) -> IngestResult:
+def ingest_files(
+    inputs: list[str], output: str | os.PathLike, limits: Limits | None = None
+) -> IngestResult:
     """Validate and normalize ``inputs`` (one trace, possibly split over files) into
     ``output`` (Parquet) and its sidecar; atomic: on any refusal nothing is left."""
     limits = limits or current_limits()
@@ -393,7 +485,9 @@ def ingest_files(inputs: list[str], output: str | os.PathLike, limits: Limits | 
             for path, _, batches in opened:
                 for first_index, batch in batches:
                     if state.events + batch.num_rows > limits.max_events:
-                        raise InputError(f"more than max_events={limits.max_events} events", file=path)
+                        raise InputError(
+                            f"more than max_events={limits.max_events} events", file=path
+                        )
                     writer.write(_check_batch(path, first_index, batch, state))
         finally:
             writer.close()
@@ -439,4 +533,3 @@ def read_normalized(path: str | os.PathLike) -> tuple[pa.Table, dict]:
 
 
 __all__ = ["ingest_files", "read_normalized", "sidecar_path", "IngestResult", "is_jsonl"]
-

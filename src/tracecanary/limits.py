@@ -42,7 +42,9 @@ class Limits:
             try:
                 changes[name] = int(float(value))
             except ValueError:
-                raise InputError(f"limit {name} needs a number, got {value!r}", field="limit") from None
+                raise InputError(
+                    f"limit {name} needs a number, got {value!r}", field="limit"
+                ) from None
         return dataclasses.replace(self, **changes)
 
 
@@ -97,7 +99,9 @@ def _check_depth(obj: Any, max_depth: int, path: str) -> None:
     while stack:
         node, depth = stack.pop()
         if depth > max_depth:
-            raise ResourceLimitExceeded(f"JSON nesting deeper than max_depth={max_depth}", file=path)
+            raise ResourceLimitExceeded(
+                f"JSON nesting deeper than max_depth={max_depth}", file=path
+            )
         if isinstance(node, dict):
             stack.extend((v, depth + 1) for v in node.values() if isinstance(v, dict | list))
         elif isinstance(node, list):
@@ -122,7 +126,13 @@ def load_json(path: str | os.PathLike, limits: Limits | None = None) -> Any:
             f"JSON nesting deeper than max_depth={limits.max_depth}", file=str(path)
         ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        where = f"line {err.lineno} column {err.colno}" if isinstance(err, json.JSONDecodeError) else "bytes"
-        raise InputError(f"not valid JSON ({where}): {getattr(err, 'msg', err)}", file=str(path)) from None
+        where = (
+            f"line {err.lineno} column {err.colno}"
+            if isinstance(err, json.JSONDecodeError)
+            else "bytes"
+        )
+        raise InputError(
+            f"not valid JSON ({where}): {getattr(err, 'msg', err)}", file=str(path)
+        ) from None
     _check_depth(doc, limits.max_depth, str(path))
     return doc

@@ -44,7 +44,9 @@ class ClockMap:
 
 def _refuse(field: str, group: str, instance, ranks, message: str) -> MergeError:
     ranks_txt = ",".join(str(int(r)) for r in ranks)
-    return MergeError(message, record=f"collective {group}#{instance} ranks {ranks_txt}", field=field)
+    return MergeError(
+        message, record=f"collective {group}#{instance} ranks {ranks_txt}", field=field
+    )
 
 
 def assign_instances(events: pd.DataFrame) -> pd.DataFrame:
@@ -57,14 +59,20 @@ def assign_instances(events: pd.DataFrame) -> pd.DataFrame:
     dst = np.where(is_send, peer, rank)
     key_group = np.where(
         p2p,
-        pd.Series(src).astype(str).radd("p2p:").str.cat(pd.Series(dst).astype(str), sep="->").to_numpy(),
+        pd.Series(src)
+        .astype(str)
+        .radd("p2p:")
+        .str.cat(pd.Series(dst).astype(str), sep="->")
+        .to_numpy(),
         events["group"].to_numpy(dtype=object),
     )
     events = events.assign(key_group=key_group)
     if "instance" in events and events["instance"].notna().all():
         events["key_instance"] = events["instance"].astype(np.int64)
     else:
-        events["key_instance"] = events.groupby(["rank", "key_group"], sort=False).cumcount().astype(np.int64)
+        events["key_instance"] = (
+            events.groupby(["rank", "key_group"], sort=False).cumcount().astype(np.int64)
+        )
     return events
 
 
@@ -86,7 +94,13 @@ def build_program(
     dup = ev.duplicated(["key_group", "key_instance", "rank"], keep=False)
     if dup.any():
         row = ev[dup].iloc[0]
-        raise _refuse("rank", row.key_group, row.key_instance, [row["rank"]], "two contributions of the same rank to one collective")
+        raise _refuse(
+            "rank",
+            row.key_group,
+            row.key_instance,
+            [row["rank"]],
+            "two contributions of the same rank to one collective",
+        )
 
     grouped = ev.groupby(["key_group", "key_instance"], sort=False)
     # conflicting metadata
@@ -96,22 +110,41 @@ def build_program(
             kind = ev["op"].where(~ev["op"].isin(["send", "recv"]), "p2p")
             nun = kind.groupby([ev["key_group"], ev["key_instance"]], sort=False).nunique()
         else:
-            nun = grouped[column].nunique(dropna=False) if column != "root_f" else ev.groupby(["key_group", "key_instance"], sort=False)["root_f"].nunique()
+            nun = (
+                grouped[column].nunique(dropna=False)
+                if column != "root_f"
+                else ev.groupby(["key_group", "key_instance"], sort=False)["root_f"].nunique()
+            )
         bad = nun[nun > 1]
         if len(bad):
             g, k = bad.index[0]
             members = ev[(ev.key_group == g) & (ev.key_instance == k)]
-            values = ", ".join(f"rank {r}: {v}" for r, v in zip(members["rank"], members[column if field != 'root' else 'root_f'], strict=True))
-            raise _refuse(field, g, k, members["rank"], f"conflicting {field} across members ({values})"[:300])
+            values = ", ".join(
+                f"rank {r}: {v}"
+                for r, v in zip(
+                    members["rank"], members[column if field != "root" else "root_f"], strict=True
+                )
+            )
+            raise _refuse(
+                field, g, k, members["rank"], f"conflicting {field} across members ({values})"[:300]
+            )
     # p2p pairing: each pair must have exactly one send and one recv
     p2p = ev[ev["op"].isin(["send", "recv"])]
     if len(p2p):
-        counts = p2p.groupby(["key_group", "key_instance"], sort=False)["op"].agg(lambda s: tuple(sorted(s)))
+        counts = p2p.groupby(["key_group", "key_instance"], sort=False)["op"].agg(
+            lambda s: tuple(sorted(s))
+        )
         bad = counts[counts != ("recv", "send")]
         if len(bad):
             g, k = bad.index[0]
             members = p2p[(p2p.key_group == g) & (p2p.key_instance == k)]
-            raise _refuse("peer", g, k, members["rank"], f"send/recv do not pair (found {', '.join(bad.iloc[0])})")
+            raise _refuse(
+                "peer",
+                g,
+                k,
+                members["rank"],
+                f"send/recv do not pair (found {', '.join(bad.iloc[0])})",
+            )
     # membership: every captured rank of the group must contribute
     size = grouped.size()
     expected = {}
@@ -128,20 +161,41 @@ def build_program(
         g, k = size.index[short[0]]
         members = ev[(ev.key_group == g) & (ev.key_instance == k)]["rank"].tolist()
         missing = [r for r in groups[g] if r in seen and r not in members]
-        raise _refuse("rank", g, k, members, f"rank(s) {','.join(map(str, missing))} of group {g} did not record this collective")
+        raise _refuse(
+            "rank",
+            g,
+            k,
+            members,
+            f"rank(s) {','.join(map(str, missing))} of group {g} did not record this collective",
+        )
     # measured fields: all members or none
     for field in ("latency_ns", "overlap_ns"):
-        measured = ev[field].notna().groupby([ev["key_group"], ev["key_instance"]], sort=False).agg(["any", "all"])
+        measured = (
+            ev[field]
+            .notna()
+            .groupby([ev["key_group"], ev["key_instance"]], sort=False)
+            .agg(["any", "all"])
+        )
         bad = measured[measured["any"] & ~measured["all"]]
         if len(bad):
             g, k = bad.index[0]
             members = ev[(ev.key_group == g) & (ev.key_instance == k)]
             which = members[members[field].isna()]["rank"].tolist()
-            raise _refuse(field, g, k, members["rank"], f"{field} partially measured (absent on rank(s) {','.join(map(str, which))})")
+            raise _refuse(
+                field,
+                g,
+                k,
+                members["rank"],
+                f"{field} partially measured (absent on rank(s) {','.join(map(str, which))})",
+            )
 
     # clocks -> arrival on one timeline
     rank = ev["rank"].to_numpy(dtype=np.int64)
-    local = ev["arrival_ns"].fillna(ev["issue_ns"]).astype(np.int64).to_numpy() if "arrival_ns" in ev else ev["issue_ns"].to_numpy(np.int64)
+    local = (
+        ev["arrival_ns"].fillna(ev["issue_ns"]).astype(np.int64).to_numpy()
+        if "arrival_ns" in ev
+        else ev["issue_ns"].to_numpy(np.int64)
+    )
     domains = {clocks[r] for r in seen}
     skew_reason = None
     if clock_map is not None:
@@ -152,8 +206,15 @@ def build_program(
         skew_known = True
     else:
         skew_known = False
-        skew_reason = f"ranks read {len(domains)} different clocks and no clock calibration was given"
-        origin = ev.assign(local=local).groupby(ev["rank"].map(clocks))["local"].transform("min").to_numpy()
+        skew_reason = (
+            f"ranks read {len(domains)} different clocks and no clock calibration was given"
+        )
+        origin = (
+            ev.assign(local=local)
+            .groupby(ev["rank"].map(clocks))["local"]
+            .transform("min")
+            .to_numpy()
+        )
         arrival = local - origin
     if partially_captured:
         skew_known = False
@@ -187,7 +248,9 @@ def build_program(
     ev_index = pd.MultiIndex.from_frame(ev[["key_group", "key_instance"]])
     member_occ = occ["occ"].to_numpy()[index.get_indexer(ev_index)]
     skew = ev["arrival_ref"].to_numpy(np.int64) - T[member_occ]
-    members = pd.DataFrame({"occ": member_occ, "rank": rank, "skew_ns": skew if skew_known else np.zeros_like(skew)})
+    members = pd.DataFrame(
+        {"occ": member_occ, "rank": rank, "skew_ns": skew if skew_known else np.zeros_like(skew)}
+    )
     members = members.sort_values(["occ", "rank"], kind="stable").reset_index(drop=True)
     return make_program(
         {
@@ -206,7 +269,11 @@ def build_program(
             "has_latency": occ["latency_ns"].notna().to_numpy(),
             "tail": tail,
         },
-        {"occ": members["occ"].to_numpy(), "rank": members["rank"].to_numpy(), "skew_ns": members["skew_ns"].to_numpy()},
+        {
+            "occ": members["occ"].to_numpy(),
+            "rank": members["rank"].to_numpy(),
+            "skew_ns": members["skew_ns"].to_numpy(),
+        },
         world_size=world_size,
         skew_known=skew_known,
         skew_reason=skew_reason,

@@ -74,7 +74,10 @@ def _refuse_duplicate_ranks(captures: list[str]) -> None:
         first_event: dict[int, tuple[str, int]] = {}
         for _, batch in batches:
             for rank, group, seq in zip(
-                batch.column("rank").to_pylist(), batch.column("group").to_pylist(), batch.column("seq").to_pylist(), strict=True
+                batch.column("rank").to_pylist(),
+                batch.column("group").to_pylist(),
+                batch.column("seq").to_pylist(),
+                strict=True,
             ):
                 if rank not in ranks:
                     ranks.add(rank)
@@ -91,7 +94,9 @@ def _refuse_duplicate_ranks(captures: list[str]) -> None:
             owner[rank] = path
 
 
-def merge_captures(captures: list[str], output: str | os.PathLike, calibration_path: str | None = None) -> dict:
+def merge_captures(
+    captures: list[str], output: str | os.PathLike, calibration_path: str | None = None
+) -> dict:
     """Merge ``captures`` into ``output`` (a tracecanary.trace/v1 file); returns a summary."""
     if not captures:
         raise InputError("no captures given", field="captures")
@@ -110,8 +115,12 @@ def merge_captures(captures: list[str], output: str | os.PathLike, calibration_p
     calibration = None
     if calibration_path is not None:
         calibration = load_calibration(calibration_path)
-        clock_map = clock_map_from_calibration(calibration, clocks, ranks, world, file=calibration_path)
-    program = build_program(table, groups=groups, world_size=world, clocks=clocks, clock_map=clock_map)
+        clock_map = clock_map_from_calibration(
+            calibration, clocks, ranks, world, file=calibration_path
+        )
+    program = build_program(
+        table, groups=groups, world_size=world, clocks=clocks, clock_map=clock_map
+    )
 
     events = assign_instances(table)
     meta = dict(sidecar["meta"])
@@ -121,7 +130,9 @@ def merge_captures(captures: list[str], output: str | os.PathLike, calibration_p
         events["ts_ns"] = clock_map.to_reference(rank, events["issue_ns"].to_numpy(np.int64))
         if events["arrival_ns"].notna().any():
             has = events["arrival_ns"].notna().to_numpy()
-            mapped = clock_map.to_reference(rank, events["arrival_ns"].fillna(0).astype(np.int64).to_numpy())
+            mapped = clock_map.to_reference(
+                rank, events["arrival_ns"].fillna(0).astype(np.int64).to_numpy()
+            )
             events["arrival_ns"] = np.where(has, mapped, np.nan)
         ref_id = f"reference:{calibration['reference']}"
         meta["clock_domains"] = [{"id": ref_id, "ranks": ranks}]
@@ -138,9 +149,17 @@ def merge_captures(captures: list[str], output: str | os.PathLike, calibration_p
         )
     else:
         events["ts_ns"] = events["issue_ns"]
-        meta["skew"] = {"status": "unknown", "reason": program.skew_reason or "no clock calibration given"}
+        meta["skew"] = {
+            "status": "unknown",
+            "reason": program.skew_reason or "no clock calibration given",
+        }
         if program.skew_known:
-            meta["skew"] = {"status": "known", "reference": "shared clock", "method": "one declared clock domain", "uncertainty_ns": 0}
+            meta["skew"] = {
+                "status": "known",
+                "reference": "shared clock",
+                "method": "one declared clock domain",
+                "uncertainty_ns": 0,
+            }
         else:
             notes.append(f"cross-rank skew unknown: {program.skew_reason}")
     events["instance"] = events["key_instance"]
@@ -148,7 +167,23 @@ def merge_captures(captures: list[str], output: str | os.PathLike, calibration_p
     meta["merged_from"] = [{"path": Path(p).name, "sha256": sha256_file(p)} for p in captures]
     events = events.sort_values(["rank", "seq"], kind="stable")
     records = []
-    columns = ["rank", "seq", "op", "bytes", "dtype", "group", "root", "peer", "phase", "stream", "ts_ns", "latency_ns", "overlap_ns", "arrival_ns", "instance"]
+    columns = [
+        "rank",
+        "seq",
+        "op",
+        "bytes",
+        "dtype",
+        "group",
+        "root",
+        "peer",
+        "phase",
+        "stream",
+        "ts_ns",
+        "latency_ns",
+        "overlap_ns",
+        "arrival_ns",
+        "instance",
+    ]
     frame = events[columns]
     for row in frame.itertuples(index=False, name=None):
         record = {}

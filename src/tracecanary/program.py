@@ -141,7 +141,10 @@ def make_program(
     mcols = {name: np.asarray(members[name], dtype=dtype) for name, dtype in MEMBER_COLUMNS.items()}
     return Program(
         occurrences=pd.DataFrame(
-            {k: (pd.array(v, dtype="str") if OCCURRENCE_COLUMNS[k] == "str" else v) for k, v in cols.items()}
+            {
+                k: (pd.array(v, dtype="str") if OCCURRENCE_COLUMNS[k] == "str" else v)
+                for k, v in cols.items()
+            }
         ),
         members=pd.DataFrame(mcols),
         world_size=world_size,

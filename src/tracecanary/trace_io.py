@@ -26,7 +26,11 @@ def write_trace(doc: dict, path: str | os.PathLike) -> str:
     compressed = p.name.endswith(".gz")
     with atomic_output(p) as tmp:
         with open(tmp, "wb") as raw:
-            sink = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) if compressed else raw
+            sink = (
+                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
+                if compressed
+                else raw
+            )
             if name.endswith(".jsonl"):
                 buffer = io.BufferedWriter(sink, buffer_size=1 << 20) if compressed else sink
                 for chunk in _jsonl_bytes(doc, doc["events"]):

@@ -10,7 +10,9 @@ def register(sub) -> None:
         "ingest",
         help="validate native traces (JSON, JSON Lines, .gz) and normalize them to Parquet",
     )
-    p.add_argument("inputs", nargs="+", metavar="IN", help="tracecanary.trace/v1 files of one trace")
+    p.add_argument(
+        "inputs", nargs="+", metavar="IN", help="tracecanary.trace/v1 files of one trace"
+    )
     p.add_argument("-o", "--output", required=True, metavar="OUT.parquet")
     p.set_defaults(func=run)
 

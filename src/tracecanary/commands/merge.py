@@ -6,10 +6,14 @@ import sys
 
 
 def register(sub) -> None:
-    p = sub.add_parser("merge", help="merge per-rank captures, mapping clocks through a calibration")
+    p = sub.add_parser(
+        "merge", help="merge per-rank captures, mapping clocks through a calibration"
+    )
     p.add_argument("captures", nargs="+", metavar="CAPTURE")
     p.add_argument("--calibration", metavar="CLOCKS", help="tracecanary.calibration/v1 file")
-    p.add_argument("-o", "--output", required=True, metavar="MERGED", help=".json, .jsonl or .jsonl.gz")
+    p.add_argument(
+        "-o", "--output", required=True, metavar="MERGED", help=".json, .jsonl or .jsonl.gz"
+    )
     p.set_defaults(func=run)
 
 

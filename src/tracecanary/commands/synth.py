@@ -9,7 +9,9 @@ from pathlib import Path
 def register(sub) -> None:
     p = sub.add_parser("synth", help="generate deterministic synthetic traces")
     kinds = p.add_subparsers(dest="kind", metavar="KIND", required=True)
-    d = kinds.add_parser("decode", help="4-rank decode capture set: one file per rank + calibration")
+    d = kinds.add_parser(
+        "decode", help="4-rank decode capture set: one file per rank + calibration"
+    )
     d.add_argument("-o", "--output", required=True, metavar="DIR")
     d.add_argument("--ranks", type=int, default=4)
     d.add_argument("--ranks-per-host", type=int, default=2)
@@ -17,7 +19,10 @@ def register(sub) -> None:
     d.add_argument("--seed", type=int, default=20261130)
     d.add_argument("--format", choices=["jsonl.gz", "jsonl", "json"], default="jsonl.gz")
     d.set_defaults(func=run_decode)
-    a = kinds.add_parser("adversarial", help="100-occurrence trace whose isolated ranking differs from its workload ranking")
+    a = kinds.add_parser(
+        "adversarial",
+        help="100-occurrence trace whose isolated ranking differs from its workload ranking",
+    )
     a.add_argument("-o", "--output", required=True, metavar="FILE")
     a.set_defaults(func=run_adversarial)
 
@@ -29,15 +34,25 @@ def run_decode(args) -> int:
     from tracecanary.trace_io import write_trace
 
     if args.ranks < 2 or args.ranks_per_host < 1 or args.events_per_rank < 100:
-        raise InputError("need --ranks >= 2, --ranks-per-host >= 1, --events-per-rank >= 100", field="synth")
-    spec = DecodeSpec(ranks=args.ranks, ranks_per_host=args.ranks_per_host, events_per_rank=args.events_per_rank, seed=args.seed)
+        raise InputError(
+            "need --ranks >= 2, --ranks-per-host >= 1, --events-per-rank >= 100", field="synth"
+        )
+    spec = DecodeSpec(
+        ranks=args.ranks,
+        ranks_per_host=args.ranks_per_host,
+        events_per_rank=args.events_per_rank,
+        seed=args.seed,
+    )
     docs, calibration = build_decode(spec)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     for rank, doc in enumerate(docs):
         write_trace(doc, out / f"rank{rank}.{args.format}")
     write_json(out / "calibration.json", calibration)
-    print(f"wrote {len(docs)} rank captures of {len(docs[0]['events'])} events + calibration.json to {out}", file=sys.stderr)
+    print(
+        f"wrote {len(docs)} rank captures of {len(docs[0]['events'])} events + calibration.json to {out}",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -44,11 +44,36 @@ def _step_template(spec: DecodeSpec) -> list[dict]:
     act = spec.decode_batch * HIDDEN * DTYPE_BYTES
     step = []
     for layer in range(LAYERS):
-        step.append({"op": "all_reduce", "bytes": act, "gap": 41_000, "overlap": 6_000, "tag": f"attn{layer}"})
-        step.append({"op": "all_reduce", "bytes": act, "gap": 57_000, "overlap": 9_000, "tag": f"mlp{layer}"})
+        step.append(
+            {
+                "op": "all_reduce",
+                "bytes": act,
+                "gap": 41_000,
+                "overlap": 6_000,
+                "tag": f"attn{layer}",
+            }
+        )
+        step.append(
+            {
+                "op": "all_reduce",
+                "bytes": act,
+                "gap": 57_000,
+                "overlap": 9_000,
+                "tag": f"mlp{layer}",
+            }
+        )
     logits = spec.decode_batch * (VOCAB // spec.ranks) * DTYPE_BYTES * spec.ranks
     step.append({"op": "all_gather", "bytes": logits, "gap": 23_000, "overlap": 0, "tag": "logits"})
-    step.append({"op": "broadcast", "bytes": spec.decode_batch * 8, "gap": 15_000, "overlap": 0, "tag": "tokens", "dtype": "int64"})
+    step.append(
+        {
+            "op": "broadcast",
+            "bytes": spec.decode_batch * 8,
+            "gap": 15_000,
+            "overlap": 0,
+            "tag": "tokens",
+            "dtype": "int64",
+        }
+    )
     return step
 
 
@@ -65,8 +90,13 @@ def build_decode(spec: DecodeSpec = DecodeSpec()) -> tuple[list[dict], dict]:
     gaps: list[int] = []
     overlaps: list[int] = []
     prefill_len = 2 * LAYERS
-    decode_steps_total = max(1, (spec.events_per_rank - spec.requests * prefill_len) // len(step) + 1)
-    steps_per_request = [decode_steps_total // spec.requests + (1 if i < decode_steps_total % spec.requests else 0) for i in range(spec.requests)]
+    decode_steps_total = max(
+        1, (spec.events_per_rank - spec.requests * prefill_len) // len(step) + 1
+    )
+    steps_per_request = [
+        decode_steps_total // spec.requests + (1 if i < decode_steps_total % spec.requests else 0)
+        for i in range(spec.requests)
+    ]
     for req in range(spec.requests):
         for layer in range(LAYERS):
             for kind, gap in (("attn", 1_850_000), ("mlp", 2_400_000)):
@@ -97,12 +127,18 @@ def build_decode(spec: DecodeSpec = DecodeSpec()) -> tuple[list[dict], dict]:
         overlaps_a[start : start + 6] = rng.integers(350_000, 600_000, size=6)
     issue = np.cumsum(gaps_a)
     # per-rank arrival skew: a fixed pattern plus rare stragglers
-    base_skew = np.array([0, 700, 1_900, 2_600] + [400 * r for r in range(4, spec.ranks)], dtype=np.int64)[: spec.ranks]
+    base_skew = np.array(
+        [0, 700, 1_900, 2_600] + [400 * r for r in range(4, spec.ranks)], dtype=np.int64
+    )[: spec.ranks]
     skew = np.tile(base_skew, (n, 1))
     stragglers = rng.choice(n, size=max(1, n // 1500), replace=False)
-    skew[stragglers, rng.integers(0, spec.ranks, size=stragglers.size)] += rng.integers(20_000, 80_000, size=stragglers.size)
+    skew[stragglers, rng.integers(0, spec.ranks, size=stragglers.size)] += rng.integers(
+        20_000, 80_000, size=stragglers.size
+    )
     hosts = [f"host{chr(ord('a') + r // spec.ranks_per_host)}" for r in range(spec.ranks)]
-    host_offset = {h: (0 if i == 0 else 3_217_455 * i + 91) for i, h in enumerate(dict.fromkeys(hosts))}
+    host_offset = {
+        h: (0 if i == 0 else 3_217_455 * i + 91) for i, h in enumerate(dict.fromkeys(hosts))
+    }
     clock_origin = 8_640_000_000_000  # a monotonic clock ~2.4 h after boot
     docs = []
     for r in range(spec.ranks):
@@ -136,7 +172,12 @@ def build_decode(spec: DecodeSpec = DecodeSpec()) -> tuple[list[dict], dict]:
                         "synthetic decode workload: tensor-parallel inference, prefill + periodic decode steps",
                         "timestamps are on this host's monotonic clock; hosts differ by offsets stated in the calibration file",
                     ],
-                    "workload": {"kind": "decode", "layers": LAYERS, "hidden": HIDDEN, "requests": spec.requests},
+                    "workload": {
+                        "kind": "decode",
+                        "layers": LAYERS,
+                        "hidden": HIDDEN,
+                        "requests": spec.requests,
+                    },
                 },
                 "groups": [{"id": "world", "ranks": list(range(spec.ranks))}],
                 "events": events,

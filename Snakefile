@@ -1,0 +1,22 @@
+# TraceCanary campaign workflow: each stage is one rules file; logic lives in src/tracecanary.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "schemas/config.schema.json")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/ingest.smk"
+include: "workflow/rules/merge.smk"
+include: "workflow/rules/manifest.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        manifest=f"results/{CAMPAIGN}/manifest.json",
