@@ -6,6 +6,9 @@ The CLI turns any ``TraceCanaryError`` into exactly one line on stderr and its e
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class TraceCanaryError(Exception):
     """Base of every error the CLI reports as one line."""
@@ -75,3 +78,15 @@ class ClaimFailed(TraceCanaryError):
 
 class RunFailed(ClaimFailed):
     """A physical run failed (a rank died or hung); evidence is kept and marked failed."""
+
+
+@contextlib.contextmanager
+def located(file) -> Iterator[None]:
+    """Name ``file`` in any TraceCanaryError raised inside that does not name one yet."""
+    try:
+        yield
+    except TraceCanaryError as err:
+        if err.file is None:
+            err.file = str(file)
+            err.args = (err.one_line(),)
+        raise

@@ -235,6 +235,11 @@ def build_program(
         group_size=("rank", "size"),
     ).reset_index()
     is_p2p = occ["key_group"].str.startswith("p2p:").to_numpy()
+    # the declared group size (members may be fewer when only some ranks were captured)
+    declared = {gid: len(ranks) for gid, ranks in groups.items()}
+    occ["group_size"] = np.where(
+        is_p2p, 2, occ["key_group"].map(declared).fillna(0).to_numpy()
+    ).astype(np.int64)
     occ["op"] = np.where(is_p2p, "send", occ["op"].to_numpy(dtype=object))
     occ = occ.sort_values(["T", "key_group", "key_instance"], kind="stable").reset_index(drop=True)
     occ["occ"] = np.arange(len(occ), dtype=np.int64)

@@ -1,0 +1,227 @@
+"""Export a program to PARAM comms-replay "basic" traces (one file per rank).
+
+Target: facebookresearch/param ``train/comms/pt/commsTraceReplay.py`` (trace type
+``basic``) at commit 1e115ff; the facts used are in ../shared/param-basic-format.md.
+
+Guarantees of ``export_param``:
+- ``DIR/<rank>.json`` for every global rank: a JSON list in issue order; ``init``
+  entries first, identical and in the same order on every rank; then one entry per
+  occurrence the rank takes part in (a point-to-point occurrence appears as a matched
+  ``send`` and ``recv`` pair on both of its ranks, global ``src_rank``/``dst_rank``,
+  ``use_batch: false``);
+- sizes in elements of the entry's dtype (PARAM dtype names), ``world_size`` = the size
+  of the entry's process group, ``in_split``/``out_split`` present on all_to_all,
+  ``startTime_ns`` cumulative from program start (non-decreasing), a unique marker
+  ``canary:<occ>`` per occurrence plus ``weight:<w>`` and ``phase:<name>``;
+- an op with no PARAM equivalent (``custom:*``) or a size that is not a whole number of
+  elements fails the export (ExportRefused, exit 2, naming op and occurrence, no files)
+  unless ``skip_unsupported``, which skips it and lists it in ``export.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from tracecanary.canonical import atomic_output, canonical_json_bytes
+from tracecanary.errors import ExportRefused
+from tracecanary.program import Program
+
+PARAM_COMMIT = "1e115ff"
+PARAM_DTYPES = {
+    "float32": ("float", 4),
+    "float16": ("float16", 2),
+    "bfloat16": ("bfloat16", 2),
+    "float64": ("double", 8),
+    "int32": ("int", 4),
+    "int64": ("long", 8),
+    "int8": ("int8", 1),
+    "uint8": ("uint8", 1),
+    "bool": ("bool", 1),
+}
+PARAM_OPS = {
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "broadcast",
+    "reduce",
+    "barrier",
+    "send",
+}
+
+
+def _group_table(program: Program) -> dict[str, list[int]]:
+    """Collective group id -> member ranks (from the occurrences' members), in first-use order."""
+    occ = program.occurrences
+    members = program.members
+    ranks_by_occ = members.groupby("occ", sort=False)["rank"].agg(lambda s: tuple(sorted(s)))
+    groups: dict[str, list[int]] = {}
+    for gid, ranks in zip(
+        occ["group"].to_numpy(), ranks_by_occ.reindex(occ["occ"]).to_numpy(), strict=True
+    ):
+        if gid.startswith("p2p:") or gid in groups:
+            continue
+        groups[gid] = list(ranks)
+    return groups
+
+
+def _sizes(op: str, nbytes: int, element: int, n: int, occ: int) -> tuple[int, int]:
+    if nbytes % element:
+        raise ExportRefused(
+            f"{nbytes} bytes is not a whole number of {element}-byte elements",
+            record=f"occurrence {occ}",
+            field="bytes",
+        )
+    count = nbytes // element
+    if op == "all_gather":
+        if count % n:
+            raise ExportRefused(
+                f"all_gather of {count} elements over {n} ranks is uneven",
+                record=f"occurrence {occ}",
+                field="bytes",
+            )
+        return count // n, count
+    if op == "reduce_scatter":
+        if count % n:
+            raise ExportRefused(
+                f"reduce_scatter of {count} elements over {n} ranks is uneven",
+                record=f"occurrence {occ}",
+                field="bytes",
+            )
+        return count, count // n
+    if op == "all_to_all" and count % n:
+        raise ExportRefused(
+            f"all_to_all of {count} elements over {n} ranks is uneven",
+            record=f"occurrence {occ}",
+            field="bytes",
+        )
+    return count, count
+
+
+def export_param(
+    program: Program,
+    out_dir: str | os.PathLike,
+    *,
+    execution: str,
+    source_digest: str | None,
+    skip_unsupported: bool = False,
+) -> dict:
+    """Write the per-rank PARAM files and ``export.json`` atomically; return the summary."""
+    occ = program.occurrences
+    groups = _group_table(program)
+    pg_id = {gid: i for i, gid in enumerate(groups)}
+    world = program.world_size
+    inits = [
+        {"comms": "init", "pg_id": pg_id[g], "global_ranks": ranks, "world_size": len(ranks)}
+        for g, ranks in groups.items()
+    ]
+    per_rank: dict[int, list[dict]] = {r: list(inits) for r in range(world)}
+    members = program.members.groupby("occ", sort=True)["rank"].agg(list)
+    start = program.issue_ns()
+    skipped: list[dict] = []
+    counts: Counter[str] = Counter()
+    columns = [
+        occ[c].to_numpy()
+        for c in ("occ", "op", "bytes", "dtype", "group", "root", "phase", "weight")
+    ]
+    for i, (o, op, nbytes, dtype, gid, root, phase, weight) in enumerate(
+        zip(*columns, strict=True)
+    ):
+        o = int(o)
+        ranks = members.get(o, [])
+        reason = None
+        if op not in PARAM_OPS:
+            reason = f"op {op} has no PARAM equivalent"
+        elif dtype not in PARAM_DTYPES and op != "barrier":
+            reason = f"dtype {dtype} has no PARAM equivalent"
+        if reason:
+            if not skip_unsupported:
+                raise ExportRefused(
+                    f"{reason} (use --skip-unsupported to skip and list it)",
+                    record=f"occurrence {o}",
+                    field="op" if "op " in reason else "dtype",
+                )
+            skipped.append({"occ": o, "op": str(op), "dtype": str(dtype), "reason": reason})
+            continue
+        markers = [f"canary:{o}", f"weight:{float(weight)!r}"] + (
+            [f"phase:{phase}"] if phase else []
+        )
+        counts[str(op)] += 1
+        if op == "send":
+            src, dst = (int(x) for x in gid[len("p2p:") :].split("->"))
+            pname, element = PARAM_DTYPES[dtype]
+            size, _ = _sizes("send", int(nbytes), element, 2, o)
+            for comms in ("send", "recv"):
+                entry = {
+                    "comms": comms,
+                    "in_msg_size": size,
+                    "out_msg_size": size,
+                    "dtype": pname,
+                    "src_rank": src,
+                    "dst_rank": dst,
+                    "use_batch": False,
+                    "world_size": world,
+                    "markers": markers,
+                    "startTime_ns": int(start[i]),
+                }
+                per_rank[src].append(entry)
+                per_rank[dst].append(entry)
+            continue
+        n = len(groups[gid])
+        if len(ranks) != int(occ["group_size"].iat[i]):
+            raise ExportRefused(
+                f"group {gid} has {int(occ['group_size'].iat[i])} ranks but only {len(ranks)} were captured; a replay needs every member",
+                record=f"occurrence {o}",
+                field="group",
+            )
+        entry = {
+            "comms": str(op),
+            "world_size": n,
+            "pg_id": pg_id[gid],
+            "markers": markers,
+            "startTime_ns": int(start[i]),
+        }
+        if op != "barrier":
+            pname, element = PARAM_DTYPES[dtype]
+            in_size, out_size = _sizes(str(op), int(nbytes), element, n, o)
+            entry.update(in_msg_size=in_size, out_msg_size=out_size, dtype=pname)
+        if op == "all_to_all":
+            entry.update(in_split=[], out_split=[])
+        if op in ("broadcast", "reduce") and root >= 0:
+            entry["root"] = int(root)
+        for r in ranks:
+            per_rank[int(r)].append(entry)
+    summary = {
+        "format": "tracecanary.param-export/v1",
+        "param": {
+            "repository": "facebookresearch/param",
+            "commit": PARAM_COMMIT,
+            "replayer": "train/comms/pt/commsTraceReplay.py",
+            "trace_type": "basic",
+        },
+        "execution": execution,
+        "source_sha256": source_digest,
+        "world_size": world,
+        "process_groups": [
+            {"pg_id": pg_id[g], "group": g, "global_ranks": r} for g, r in groups.items()
+        ],
+        "counts_per_op": dict(sorted(counts.items())),
+        "entries_per_rank": {str(r): len(v) - len(inits) for r, v in per_rank.items()},
+        "occurrences_exported": int(sum(counts.values())),
+        "weight_total": float(np.sum(occ["weight"].to_numpy())),
+        "skipped": skipped,
+    }
+    with atomic_output(out_dir, directory=True) as tmp:
+        for rank, entries in per_rank.items():
+            (Path(tmp) / f"{rank}.json").write_bytes(canonical_json_bytes(entries))
+        (Path(tmp) / "export.json").write_bytes(canonical_json_bytes(summary))
+    return summary
+
+
+def read_export(path: str | os.PathLike) -> dict:
+    return json.loads((Path(path) / "export.json").read_text(encoding="utf-8"))
