@@ -21,7 +21,7 @@ def _trace(extra_ops=()):
         seq[rank] += 1
         t[rank] += 5000
 
-    for step in range(2):
+    for _step in range(2):
         for r in range(4):
             add(r, op="all_reduce", bytes=4096, dtype="float32", group="world")
         for r in range(4):
