@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from tracecanary.canonical import write_json
 from tracecanary.cli import main
+from tracecanary.synth.decode import DecodeSpec, build_decode
+from tracecanary.trace_io import write_trace
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -81,3 +87,48 @@ def run_cli(capsys):
         return code, out, err
 
     return _run
+
+
+def make_tiny_campaign(workdir, events_per_rank: int = 300):
+    """A 4-rank decode capture set + calibration + config/tiny.yaml under ``workdir``."""
+    docs, calibration = build_decode(DecodeSpec(events_per_rank=events_per_rank))
+    captures = []
+    for rank, doc in enumerate(docs):
+        path = workdir / "resources" / f"rank{rank}.jsonl.gz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_trace(doc, path)
+        captures.append(f"resources/rank{rank}.jsonl.gz")
+    write_json(workdir / "resources" / "calibration.json", calibration)
+    config = {
+        "campaign": "tiny",
+        "sources": [
+            {
+                "id": "decode",
+                "kind": "captures",
+                "captures": captures,
+                "calibration": "resources/calibration.json",
+            }
+        ],
+    }
+    (workdir / "config").mkdir()
+    (workdir / "config" / "tiny.yaml").write_text(yaml.safe_dump(config))
+
+
+def run_snakemake(workdir, *extra, configfile="config/tiny.yaml"):
+    """A real Snakemake run of the project workflow in ``workdir``."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        "config/tiny.yaml",
+        "--cores",
+        "1",
+        "--quiet",
+        *extra,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=workdir)

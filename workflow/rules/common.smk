@@ -42,4 +42,6 @@ def provenance_targets():
 
 
 def config_files():
-    return [str(Path(p).relative_to(Path.cwd())) if Path(p).is_absolute() else str(p) for p in workflow.configfiles]
+    """Config files loaded, in load order, each once (relative to the working directory)."""
+    paths = [str(Path(p).relative_to(Path.cwd())) if Path(p).is_absolute() else str(p) for p in workflow.configfiles]
+    return list(dict.fromkeys(paths))
