@@ -10,9 +10,13 @@ configfile: "config/config.yaml"
 validate(config, "schemas/config.schema.json")
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/ingest.smk"
 include: "workflow/rules/merge.smk"
+include: "workflow/rules/alphabeta.smk"
 include: "workflow/rules/manifest.smk"
 
 

@@ -23,7 +23,7 @@ PROVENANCE_OUTPUT = "prov"
 def _named(namedlist) -> dict[str, Any]:
     items = dict(namedlist.items())
     if items:
-        return {k: (list(v) if not isinstance(v, str) else v) for k, v in items.items()}
+        return {k: (list(v) if isinstance(v, list | tuple) else v) for k, v in items.items()}
     return {f"_{i}": v for i, v in enumerate(namedlist)}
 
 
@@ -71,3 +71,13 @@ def run_rule(
     finally:
         if log is not sys.stderr:
             log.close()
+
+
+def cli(argv: list[str]) -> None:
+    """Run one ``tracecanary`` stage in-process; raise if it does not exit 0 (its one-line
+    error is already in the rule's log)."""
+    from tracecanary.cli import main
+
+    code = main([str(a) for a in argv])
+    if code != 0:
+        raise SystemExit(f"tracecanary {argv[0]} exited {code}")

@@ -10,6 +10,7 @@ ENV = "../../environment.yml"
 wildcard_constraints:
     campaign=CAMPAIGN,
     source="|".join(SOURCES),
+    ladder="[A-Za-z0-9_.-]+",
 
 
 def source_of(wildcards):
@@ -31,9 +32,16 @@ def get_merge_input(wildcards):
     raise ValueError(f"source {wildcards.source} has no captures to merge")
 
 
+ALPHABETA = {
+    a["id"]: a
+    for a in config.get("alphabeta", {}).get("external", [])
+    if not a.get("optional") or Path(a["path"]).exists()
+}
+
+
 def provenance_targets():
     """Every provenance record the campaign produces (the manifest's inputs)."""
-    targets = []
+    targets = [f"results/{CAMPAIGN}/provenance/alphabeta/{lid}.json" for lid in ALPHABETA]
     for sid, src in SOURCES.items():
         targets.append(f"results/{CAMPAIGN}/provenance/ingest/{sid}.json")
         if src["kind"] == "captures":
@@ -45,3 +53,7 @@ def config_files():
     """Config files loaded, in load order, each once (relative to the working directory)."""
     paths = [str(Path(p).relative_to(Path.cwd())) if Path(p).is_absolute() else str(p) for p in workflow.configfiles]
     return list(dict.fromkeys(paths))
+
+
+def get_alphabeta_input(wildcards):
+    return {"ladder": ALPHABETA[wildcards.ladder]["path"]}

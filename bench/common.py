@@ -1,0 +1,59 @@
+"""Helpers for benchmarks: timing medians and peak RSS of a child process."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WORK = Path(os.environ.get("TRACECANARY_BENCH_DIR", "/tmp/tracecanary-bench"))
+
+
+def median_time(fn: Callable[[], object], repeats: int) -> float:
+    """Median wall seconds of ``repeats`` calls."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def run_child(code: str, timeout: float = 3600) -> tuple[dict, float]:
+    """Run python ``code`` (which prints one JSON object last) in a child; return
+    (that object, the child's peak RSS in MiB)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"benchmark child failed: {err[-2000:]}")
+    return json.loads(out.strip().splitlines()[-1]), usage.ru_maxrss / 1024
+
+
+def self_peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def row(case, figure, unit, comparator, comparator_figure, ratio, target, met, peak_rss_mb=None, notes=""):
+    return {
+        "case": case,
+        "figure": figure,
+        "unit": unit,
+        "comparator": comparator,
+        "comparator_figure": comparator_figure,
+        "ratio": ratio,
+        "target": target,
+        "met": met,
+        "peak_rss_mb": peak_rss_mb,
+        "notes": notes,
+    }
