@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 _CHUNK = 1 << 20
+IGNORED_IN_TREES = frozenset({".snakemake_timestamp"})
 
 
 def canonical_json_bytes(obj: Any) -> bytes:
@@ -43,12 +44,15 @@ def sha256_file(path: str | os.PathLike) -> str:
 
 
 def sha256_tree(path: str | os.PathLike) -> str:
-    """Digest of a directory: canonical JSON of {relative path: file digest}, sorted."""
+    """Digest of a directory: canonical JSON of {relative path: file digest}, sorted.
+
+    Snakemake's ``.snakemake_timestamp`` marker (written into directory outputs after a
+    job) is bookkeeping, not content, and is left out."""
     root = Path(path)
     listing = {
         p.relative_to(root).as_posix(): sha256_file(p)
         for p in sorted(root.rglob("*"))
-        if p.is_file()
+        if p.is_file() and p.name not in IGNORED_IN_TREES
     }
     return sha256_bytes(canonical_json_bytes(listing))
 
