@@ -55,8 +55,16 @@ def current_limits() -> Limits:
 class _BoundedReader(io.RawIOBase):
     """A reader that raises once more than ``limit`` bytes have been read through it."""
 
-    def __init__(self, raw: BinaryIO, limit: int, path: str) -> None:
+    def __init__(self, raw: BinaryIO, limit: int, path: str, owned: BinaryIO | None = None) -> None:
         self.raw, self.limit, self.path, self.count = raw, limit, path, 0
+        self.owned = owned
+
+    def close(self) -> None:
+        if not self.closed:
+            self.raw.close()
+            if self.owned is not None and self.owned is not self.raw:
+                self.owned.close()
+        super().close()
 
     def readable(self) -> bool:
         return True
@@ -87,11 +95,8 @@ def open_input(path: str | os.PathLike, limits: Limits | None = None) -> BinaryI
     raw = open(p, "rb")
     head = raw.read(2)
     raw.seek(0)
-    if head == b"\x1f\x8b":
-        stream: BinaryIO = gzip.GzipFile(fileobj=raw)  # type: ignore[assignment]
-    else:
-        stream = raw
-    return io.BufferedReader(_BoundedReader(stream, limits.max_decompressed_bytes, str(path)))
+    stream: BinaryIO = gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw  # type: ignore[assignment]
+    return io.BufferedReader(_BoundedReader(stream, limits.max_decompressed_bytes, str(path), owned=raw))
 
 
 def _check_depth(obj: Any, max_depth: int, path: str) -> None:

@@ -1,0 +1,79 @@
+"""``tracecanary compare BASELINE.json CANDIDATE.json [--threshold p50=3%,p99=5%,...]
+[--config NAME|BASE:CAND] [--allow-different-inputs] -o verdict.json [--markdown verdict.md]``:
+the rollout gate (exit 1 when a threshold trips)."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    from tracecanary.compare import DEFAULT_THRESHOLDS, DEFAULT_WARN_FRACTION
+
+    p = sub.add_parser(
+        "compare", help="rollout gate: compare a baseline and a candidate replay report"
+    )
+    p.add_argument("baseline", metavar="BASELINE.json")
+    p.add_argument("candidate", metavar="CANDIDATE.json")
+    p.add_argument(
+        "--threshold",
+        default=DEFAULT_THRESHOLDS,
+        metavar="SPEC",
+        help=f"comma-separated METRIC=N%% or METRIC=N(ns|us|ms|s) (default {DEFAULT_THRESHOLDS.replace('%', '%%')})",
+    )
+    p.add_argument(
+        "--warn-fraction",
+        type=float,
+        default=DEFAULT_WARN_FRACTION,
+        metavar="F",
+        help="warn from this fraction of a threshold (default 0.5)",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="NAME|BASE:CAND",
+        help="configuration(s) to compare (default: the only one, or every common name)",
+    )
+    p.add_argument(
+        "--allow-different-inputs",
+        action="store_true",
+        help="compare reports of different inputs or protocols on purpose",
+    )
+    p.add_argument("-o", "--output", required=True, metavar="verdict.json")
+    p.add_argument("--markdown", default=None, metavar="verdict.md")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import contextlib
+
+    from tracecanary.canonical import atomic_output, canonical_json_bytes, sha256_bytes, sha256_file
+    from tracecanary.compare import compare_reports, parse_thresholds, verdict_markdown
+    from tracecanary.limits import load_json
+
+    thresholds = parse_thresholds(args.threshold)
+    baseline = load_json(args.baseline)
+    candidate = load_json(args.candidate)
+    verdict = compare_reports(
+        baseline,
+        candidate,
+        thresholds=thresholds,
+        warn_fraction=args.warn_fraction,
+        config=args.config,
+        allow_different_inputs=args.allow_different_inputs,
+        names=(args.baseline, args.candidate),
+        digests=(sha256_file(args.baseline), sha256_file(args.candidate)),
+    )
+    data = canonical_json_bytes(verdict)
+    with contextlib.ExitStack() as stack:
+        # both outputs appear together or not at all
+        tmp_json = stack.enter_context(atomic_output(args.output))
+        tmp_json.write_bytes(data)
+        if args.markdown:
+            tmp_md = stack.enter_context(atomic_output(args.markdown))
+            tmp_md.write_text(verdict_markdown(verdict), encoding="utf-8")
+    for t in verdict["tripped"]:
+        rel = "n/a" if t["relative"] is None else f"{100 * t['relative']:+.2f}%"
+        print(
+            f"tripped: {t['baseline_config']} -> {t['candidate_config']} {t['metric']} {rel} (threshold {t['threshold']})"
+        )
+    print(f"verdict: {verdict['verdict']} -> {args.output} sha256:{sha256_bytes(data)}")
+    return 1 if verdict["verdict"] == "fail" else 0

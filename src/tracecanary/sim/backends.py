@@ -1,0 +1,210 @@
+"""Backend configurations of the simulator: load, validate, and expose them as cost tables.
+
+A configuration (``tracecanary.backends/v1``, ``schemas/backends.schema.json``) names the
+enabled algorithms and protocols (NCCL_ALGO / NCCL_PROTO), the channel count, the
+interconnect's bus-bandwidth ceiling, the overlap efficiency, the contention factor and
+a table of (algorithm, protocol) candidates with a per-step latency (us) and a
+per-channel bus bandwidth (decimal GB/s).
+
+Guarantees:
+- every refusal is an ``InputError``/``SchemaError`` (exit 2) naming the file and the
+  field (a JSON-pointer-like path such as ``configs/ring_fast/channels``); YAML
+  duplicate keys are refused, never resolved silently;
+- the content digest is the SHA-256 of the canonical JSON of the parsed document, so
+  the same configuration written with different YAML formatting has the same digest;
+- configurations are kept in name order; a configuration's *enabled* candidates keep
+  their order in the file (the order breaks ties between equal costs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tracecanary.canonical import canonical_json_bytes, sha256_bytes
+from tracecanary.errors import InputError, SchemaError
+from tracecanary.schemas import validate
+
+BACKENDS_FORMAT = "tracecanary.backends/v1"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One (algorithm, protocol) cost line of a configuration.
+
+    ``effective_busbw_gbps`` = min(channels * busbw_gbps_per_channel, link_busbw_gbps),
+    computed once in float64 so the fast engine and any reference use the same value.
+    """
+
+    index: int
+    algorithm: str
+    protocol: str
+    latency_us: float
+    busbw_gbps_per_channel: float
+    effective_busbw_gbps: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.algorithm}/{self.protocol}"
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """A named configuration; ``candidates`` holds only the enabled ones, in file order."""
+
+    name: str
+    description: str
+    channels: int
+    link_busbw_gbps: float
+    overlap_efficiency: float
+    contention: float
+    algorithms: tuple[str, ...]
+    protocols: tuple[str, ...]
+    candidates: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True)
+class Backends:
+    """All configurations of one document, with its content and digest."""
+
+    content: dict
+    sha256: str
+    configs: dict[str, BackendConfig]
+
+    def select(
+        self, names: Iterable[str] | None = None, *, file: str | None = None
+    ) -> list[BackendConfig]:
+        """Configurations by name (all, in name order, when ``names`` is None or empty);
+        an unknown name is an InputError naming the known ones."""
+        wanted = list(names or [])
+        if not wanted:
+            return [self.configs[n] for n in sorted(self.configs)]
+        out = []
+        for name in wanted:
+            if name not in self.configs:
+                known = ", ".join(sorted(self.configs))
+                raise InputError(
+                    f"no configuration named {name!r} (known: {known})", file=file, field="config"
+                )
+            if self.configs[name] not in out:
+                out.append(self.configs[name])
+        return sorted(out, key=lambda c: c.name)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys instead of keeping the last one."""
+
+
+def _construct_mapping(
+    loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False
+) -> dict:
+    loader.flatten_mapping(node)
+    seen: set = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            line = key_node.start_mark.line + 1
+            raise InputError(f"duplicate key {key!r} (line {line})", field=str(key))
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _finite_numbers(doc: Any, path: str, file: str) -> None:
+    if isinstance(doc, float) and not math.isfinite(doc):
+        raise SchemaError("number is not finite", file=file, field=path or "(document)")
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            _finite_numbers(v, f"{path}/{k}" if path else str(k), file)
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            _finite_numbers(v, f"{path}/{i}" if path else str(i), file)
+
+
+def backends_from_content(content: Mapping[str, Any], *, file: str = "<backends>") -> Backends:
+    """Validate a parsed backends document and build its cost tables (exit-2 errors)."""
+    doc = dict(content)
+    _finite_numbers(doc, "", file)
+    try:
+        canonical_json_bytes(doc)
+    except (TypeError, ValueError) as err:
+        raise SchemaError(f"content is not plain JSON data: {err}", file=file) from None
+    validate(doc, "backends", file=file)
+    configs: dict[str, BackendConfig] = {}
+    for name in sorted(doc["configs"]):
+        raw = doc["configs"][name]
+        seen: set[tuple[str, str]] = set()
+        enabled: list[Candidate] = []
+        for i, cand in enumerate(raw["candidates"]):
+            key = (cand["algorithm"], cand["protocol"])
+            if key in seen:
+                raise SchemaError(
+                    f"candidate {key[0]}/{key[1]} listed twice",
+                    file=file,
+                    field=f"configs/{name}/candidates/{i}",
+                )
+            seen.add(key)
+            if key[0] in raw["algorithms"] and key[1] in raw["protocols"]:
+                per_channel = float(cand["busbw_gbps_per_channel"])
+                enabled.append(
+                    Candidate(
+                        index=i,
+                        algorithm=key[0],
+                        protocol=key[1],
+                        latency_us=float(cand["latency_us"]),
+                        busbw_gbps_per_channel=per_channel,
+                        effective_busbw_gbps=min(
+                            float(raw["channels"]) * per_channel, float(raw["link_busbw_gbps"])
+                        ),
+                    )
+                )
+        if not any(c.algorithm == "ring" for c in enabled):
+            raise SchemaError(
+                "no enabled ring candidate: ring is the only algorithm that serves every "
+                "collective (all_gather, reduce_scatter, all_to_all, send)",
+                file=file,
+                field=f"configs/{name}/candidates",
+            )
+        configs[name] = BackendConfig(
+            name=name,
+            description=str(raw.get("description", "")),
+            channels=int(raw["channels"]),
+            link_busbw_gbps=float(raw["link_busbw_gbps"]),
+            overlap_efficiency=float(raw["overlap_efficiency"]),
+            contention=float(raw["contention"]),
+            algorithms=tuple(raw["algorithms"]),
+            protocols=tuple(raw["protocols"]),
+            candidates=tuple(enabled),
+        )
+    return Backends(content=doc, sha256=sha256_bytes(canonical_json_bytes(doc)), configs=configs)
+
+
+def load_backends(path: str | Path) -> Backends:
+    """Read ``path`` (YAML or JSON), validate it against the schema, build the tables."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("no such file", file=str(path))
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError("not UTF-8 text", file=str(path)) from None
+    try:
+        doc = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+    except InputError as err:
+        raise InputError(err.message, file=str(path), field=err.field) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise InputError(
+            f"not valid YAML{where}: {getattr(err, 'problem', err)}", file=str(path)
+        ) from None
+    if not isinstance(doc, dict):
+        raise SchemaError("a backends document is a mapping", file=str(path), field="(document)")
+    return backends_from_content(doc, file=str(path))

@@ -1,0 +1,133 @@
+"""Weighted summary metrics of a simulation (all times in ns).
+
+Guarantees:
+- quantiles are weighted inverted-CDF: the smallest value whose cumulative weight is
+  >= q * total weight; for unit weights this equals
+  ``numpy.quantile(values, q, method="inverted_cdf")``; they are always a sample value;
+- sums and means use ``math.fsum`` (correctly rounded), so every float in a report is
+  the same on every machine for the same samples;
+- weights are the occurrences' execution weights (1 in a source program, the number of
+  logical occurrences an executed one stands for in a reduced canary).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from tracecanary.sim.backends import BackendConfig
+from tracecanary.sim.engine import Prepared, SimResult
+
+QUANTILES: dict[str, float] = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+TAIL_FRACTION = 0.01
+TAIL_MIN_EVENTS = 10
+
+
+def fsum_weighted(values: np.ndarray, weights: np.ndarray) -> float:
+    """Correctly rounded sum of weights * values (float64 products)."""
+    return math.fsum((weights * values.astype(np.float64)).tolist())
+
+
+def weighted_quantiles(values: np.ndarray, weights: np.ndarray, qs: Sequence[float]) -> list[int]:
+    """Weighted inverted-CDF quantiles of int64 ``values`` (see module doc)."""
+    if values.size == 0:
+        raise ValueError("quantile of no values")
+    order = np.argsort(values, kind="stable")
+    sorted_values = values[order]
+    cumulative = np.cumsum(weights[order])
+    total = cumulative[-1]
+    out = []
+    for q in qs:
+        idx = int(np.searchsorted(cumulative, q * total, side="left"))
+        out.append(int(sorted_values[min(idx, sorted_values.size - 1)]))
+    return out
+
+
+def distribution(values: np.ndarray, weights: np.ndarray) -> dict:
+    """p50/p95/p99/max (int ns) and weighted mean (float ns) of a sample."""
+    if values.size == 0:
+        return {"p50_ns": None, "p95_ns": None, "p99_ns": None, "max_ns": None, "mean_ns": None}
+    q = weighted_quantiles(values, weights, list(QUANTILES.values()))
+    out = {f"{name}_ns": v for name, v in zip(QUANTILES, q, strict=True)}
+    out["max_ns"] = int(values.max())
+    out["mean_ns"] = fsum_weighted(values, weights) / math.fsum(weights.tolist())
+    return out
+
+
+def breakdown(
+    codes: np.ndarray, names: Sequence[str], values: np.ndarray, weights: np.ndarray
+) -> dict[str, dict]:
+    """Per name (phase or op) that occurs, in sorted order: weighted count, mean, p50,
+    p99 and total of values. ``codes`` index ``names`` (sorted)."""
+    out: dict[str, dict] = {}
+    if values.size == 0:
+        return out
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    for i, key in enumerate(names):
+        idx = order[bounds[i] : bounds[i + 1]]
+        if idx.size == 0:
+            continue
+        v, w = values[idx], weights[idx]
+        p50, p99 = weighted_quantiles(v, w, [QUANTILES["p50"], QUANTILES["p99"]])
+        count = math.fsum(w.tolist())
+        total = fsum_weighted(v, w)
+        out[str(key)] = {
+            "count": count,
+            "executed": int(idx.size),
+            "mean_ns": total / count,
+            "p50_ns": p50,
+            "p99_ns": p99,
+            "total_ns": total,
+        }
+    return out
+
+
+def tail_events(prep: Prepared, result: SimResult) -> list[dict]:
+    """The top max(TAIL_MIN_EVENTS, ceil(1% of executed)) occurrences by latency
+    (descending; ties by occurrence index), with their source identity."""
+    n = prep.n
+    if n == 0:
+        return []
+    k = min(n, max(TAIL_MIN_EVENTS, -(-n // 100)))
+    order = np.lexsort((prep.occ, -result.latency_ns))[:k]
+    return [
+        {
+            "occ": int(prep.occ[i]),
+            "op": prep.op_names[prep.op_code[i]],
+            "bytes": int(prep.bytes[i]),
+            "group": prep.group_names[prep.group_code[i]],
+            "phase": prep.phase_names[prep.phase_code[i]],
+            "latency_ns": int(result.latency_ns[i]),
+            "queue_wait_ns": int(result.queue_wait_ns[i]),
+            "hidden_ns": int(result.hidden_ns[i]),
+        }
+        for i in order
+    ]
+
+
+def summarize(prep: Prepared, result: SimResult, config: BackendConfig) -> dict:
+    """The metrics of one configuration (the ``configs.<name>`` block minus samples)."""
+    w = prep.weight
+    service_total = fsum_weighted(result.service_ns, w)
+    hidden_total = fsum_weighted(result.hidden_ns, w)
+    usage = {}
+    for cand in config.candidates:
+        mask = result.candidate == cand.index
+        usage[cand.label] = math.fsum(w[mask].tolist())
+    return {
+        "latency": distribution(result.latency_ns, w),
+        "queue_wait": distribution(result.queue_wait_ns, w),
+        "service": distribution(result.service_ns, w),
+        "hidden": {
+            "total_ns": hidden_total,
+            "service_total_ns": service_total,
+            "share": (hidden_total / service_total) if service_total > 0 else None,
+        },
+        "by_phase": breakdown(prep.phase_code, prep.phase_names, result.latency_ns, w),
+        "by_op": breakdown(prep.op_code, prep.op_names, result.latency_ns, w),
+        "tail_events": tail_events(prep, result),
+        "candidates": usage,
+    }
