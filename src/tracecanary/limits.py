@@ -96,7 +96,9 @@ def open_input(path: str | os.PathLike, limits: Limits | None = None) -> BinaryI
     head = raw.read(2)
     raw.seek(0)
     stream: BinaryIO = gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw  # type: ignore[assignment]
-    return io.BufferedReader(_BoundedReader(stream, limits.max_decompressed_bytes, str(path), owned=raw))
+    return io.BufferedReader(
+        _BoundedReader(stream, limits.max_decompressed_bytes, str(path), owned=raw)
+    )
 
 
 def _check_depth(obj: Any, max_depth: int, path: str) -> None:

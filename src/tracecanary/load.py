@@ -28,10 +28,15 @@ def sniff_format(path: str | os.PathLike) -> str:
     for marker in ("tracecanary.canary/v1", "tracecanary.trace/v1"):
         if f'"format":"{marker}"' in text.replace(" ", ""):
             return marker
+    first = text.splitlines()[0] if text.strip() else ""
     try:
-        doc = json.loads(text.splitlines()[0]) if text.strip() else None
+        doc = json.loads(first)
     except json.JSONDecodeError:
         doc = None
+    if doc is None and len(head) >= 1 << 16:  # a large single-line document: parse it whole
+        from tracecanary.limits import load_json
+
+        doc = load_json(p)
     if isinstance(doc, dict) and isinstance(doc.get("format"), str):
         return doc["format"]
     raise InputError("not a TraceCanary trace, normalized table or canary", file=str(path))

@@ -1,0 +1,54 @@
+"""``tracecanary verify-behavior SOURCE CANARY --backends B [--tolerances T] -o VERIFICATION.json``."""
+
+from __future__ import annotations
+
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "verify-behavior",
+        help="replay source and canary under every configuration; separate statuses; exit 0 only when verified",
+    )
+    p.add_argument("source", metavar="SOURCE")
+    p.add_argument("canary", metavar="CANARY")
+    p.add_argument("--backends", default="config/backends.yaml", metavar="B")
+    p.add_argument(
+        "--tolerances", metavar="T", help="tolerances YAML (default config/tolerances.yaml)"
+    )
+    p.add_argument("--config", action="append", metavar="NAME")
+    p.add_argument("-o", "--output", required=True, metavar="VERIFICATION.json")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from tracecanary.canonical import sha256_file, write_json
+    from tracecanary.errors import located
+    from tracecanary.limits import load_json
+    from tracecanary.load import load_program
+    from tracecanary.sim.backends import load_backends
+    from tracecanary.verify.behavior import describe_failures, load_tolerances, verify_behavior
+
+    backends = load_backends(args.backends)
+    tolerances = load_tolerances(args.tolerances)
+    with located(args.source):
+        source = load_program(args.source, executed=False)
+    with located(args.canary):
+        canary = load_json(args.canary)
+        if not isinstance(canary, dict) or canary.get("format") != "tracecanary.canary/v1":
+            from tracecanary.errors import InputError
+
+            raise InputError("not a tracecanary.canary/v1 document", field="format")
+        doc = verify_behavior(
+            source,
+            canary,
+            backends,
+            tolerances,
+            source_digest=sha256_file(args.source),
+            canary_digest=sha256_file(args.canary),
+            config_names=args.config,
+        )
+    write_json(args.output, doc)
+    for line in describe_failures(doc):
+        print(line, file=sys.stderr if doc["claim"] != "verified" else sys.stdout)
+    return 0 if doc["claim"] == "verified" else 1

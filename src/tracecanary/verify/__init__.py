@@ -1,0 +1,1 @@
+"""Fail-closed verification of canaries (behavior), and the ddmin baseline it refuses."""

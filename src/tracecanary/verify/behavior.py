@@ -1,0 +1,282 @@
+"""Behavior verification: does the canary behave like its source, not only rank alike?
+
+``verify_behavior`` replays the normalized source and the canary's executed program
+(weighted) under every configuration and reports separate statuses, never one blended
+verdict:
+
+- ``timing_mode``: ``lossless`` | ``bounded_approximate`` (as the compiler attested)
+- ``commitments``: ``verified`` | ``mismatch`` (recomputed from the source)
+- ``coverage``: ``full`` | ``partial``
+- ``behavior``: ``pass`` | ``fail`` | ``unverified`` (unverified when the source holds
+  unresolved rank-local uncertainty, e.g. unknown skew: nothing is assumed)
+- ``ranking``: ``preserved`` | ``changed`` (pairwise, per latency metric, tie tolerance)
+
+``claim`` is ``verified`` only when commitments are verified, coverage is full,
+behavior passes and ranking is preserved; otherwise ``partial`` (a prefix canary),
+``behaviorally_unverified`` (behavior could not be judged) or ``rejected``.
+
+Each check is ``{config, metric, source, canary, tolerance, pass}``; a check passes when
+``|canary - source| <= max(relative * |source|, absolute)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import yaml
+
+from tracecanary.errors import InputError
+from tracecanary.program import Program
+from tracecanary.schemas import validate
+
+FORMAT = "tracecanary.verification/v1"
+DIST_METRICS = ("p50", "p95", "p99", "max", "mean")
+RANKING_METRICS = ("p50", "p95", "p99", "mean")
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    content: dict
+
+    @property
+    def tie_tolerance(self) -> float:
+        return float(self.content["tie_tolerance"])
+
+
+def load_tolerances(path: str | None) -> Tolerances:
+    """Tolerances from a YAML file (validated), or the shipped defaults."""
+    from tracecanary.schemas import SCHEMA_DIR
+
+    source = path or str(SCHEMA_DIR.parent / "config" / "tolerances.yaml")
+    try:
+        with open(source, encoding="utf-8") as f:
+            content = yaml.safe_load(f)
+    except OSError:
+        raise InputError("cannot read tolerances file", file=source) from None
+    except yaml.YAMLError as err:
+        raise InputError(f"not valid YAML: {str(err).splitlines()[0]}", file=source) from None
+    validate(content, "tolerances", file=source)
+    return Tolerances(content)
+
+
+def _check(config: str, metric: str, source: float | None, canary: float | None, tol: dict) -> dict:
+    relative = float(tol.get("relative", 0.0))
+    absolute = float(tol.get("absolute_ns", tol.get("absolute", 0.0)))
+    if source is None or canary is None:
+        ok = source is None and canary is None
+        allowed = None
+    else:
+        allowed = max(relative * abs(source), absolute)
+        ok = abs(canary - source) <= allowed
+    return {
+        "config": config,
+        "metric": metric,
+        "source": source,
+        "canary": canary,
+        "tolerance": {"relative": relative, "absolute": absolute, "allowed": allowed},
+        "pass": bool(ok),
+    }
+
+
+def _latencies(program: Program, backends, names) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per configuration: (logical occurrence id, exposed latency) of every executed occurrence."""
+    from tracecanary.sim.report import run_configs
+
+    prep, runs = run_configs(program, backends.select(names))
+    occ = program.occurrences
+    logical = (
+        occ["logical_occ"].to_numpy(np.int64)
+        if "logical_occ" in occ
+        else occ["occ"].to_numpy(np.int64)
+    )
+    ids = logical[prep.occ]
+    return {name: (ids, result.latency_ns) for name, (_, result) in runs.items()}
+
+
+def tail_recall(
+    source_lat: tuple[np.ndarray, np.ndarray],
+    canary_lat: tuple[np.ndarray, np.ndarray],
+    tail_ids: list[int],
+) -> float:
+    """Share of the source's tail events present in the canary and at or above the
+    canary's tail threshold (the smallest latency among the canary's own tail events;
+    tie-aware, so equal latencies are not dropped by the order of a sort)."""
+    if not tail_ids:
+        return 1.0
+    ids, lat = canary_lat
+    k = max(10, math.ceil(0.01 * lat.size))
+    threshold = np.sort(lat)[-min(k, lat.size)] if lat.size else 0
+    by_id = dict(zip(ids.tolist(), lat.tolist(), strict=True))
+    kept = sum(1 for t in tail_ids if t in by_id and by_id[t] >= threshold)
+    return kept / len(tail_ids)
+
+
+def verify_behavior(
+    source: Program,
+    canary: dict,
+    backends,
+    tolerances: Tolerances,
+    *,
+    source_digest: str,
+    canary_digest: str,
+    config_names: list[str] | None = None,
+) -> dict:
+    """The verification document (see module doc)."""
+    from tracecanary.compile.expand import expand_canary
+    from tracecanary.compile.verify import verify_commitments
+    from tracecanary.sim.ranking import decision_mismatches, decisions
+    from tracecanary.sim.report import workload_metrics
+
+    names = config_names or None
+    executed = expand_canary(canary, executed=True)
+    mismatches = verify_commitments(source, canary)
+    src_metrics = workload_metrics(source, backends, names)
+    can_metrics = workload_metrics(executed, backends, names)
+    tol = tolerances.content
+    checks: list[dict] = []
+    src_lat = _latencies(source, backends, names)
+    can_lat = _latencies(executed, backends, names)
+    for config in src_metrics:
+        s, c = src_metrics[config], can_metrics[config]
+        for family in ("latency", "queue_wait"):
+            for m in DIST_METRICS:
+                checks.append(
+                    _check(
+                        config,
+                        f"{family}.{m}",
+                        s[family][f"{m}_ns"],
+                        c[family][f"{m}_ns"],
+                        tol[family][m],
+                    )
+                )
+        checks.append(
+            _check(
+                config,
+                "hidden.share",
+                s["hidden"]["share"],
+                c["hidden"]["share"],
+                tol["hidden_share"],
+            )
+        )
+        for kind in ("by_phase", "by_op"):
+            for key, block in s[kind].items():
+                other = c[kind].get(key)
+                for m in ("count", "mean", "p99"):
+                    field = "count" if m == "count" else f"{m}_ns"
+                    checks.append(
+                        _check(
+                            config,
+                            f"{kind}.{key or '(none)'}.{m}",
+                            block[field],
+                            None if other is None else other[field],
+                            tol["breakdown"][m],
+                        )
+                    )
+            for key in c[kind]:
+                if key not in s[kind]:
+                    checks.append(
+                        _check(
+                            config,
+                            f"{kind}.{key or '(none)'}.count",
+                            None,
+                            c[kind][key]["count"],
+                            tol["breakdown"]["count"],
+                        )
+                    )
+        tail_ids = [int(e["occ"]) for e in s["tail_events"]]
+        recall = tail_recall(src_lat[config], can_lat[config], tail_ids)
+        checks.append(
+            {
+                "config": config,
+                "metric": "tail_event_recall",
+                "source": 1.0,
+                "canary": recall,
+                "tolerance": {"minimum": tol["tail_recall_min"]},
+                "pass": recall >= tol["tail_recall_min"],
+            }
+        )
+    src_decisions = decisions(src_metrics, tolerances.tie_tolerance, RANKING_METRICS)
+    can_decisions = decisions(can_metrics, tolerances.tie_tolerance, RANKING_METRICS)
+    changed = decision_mismatches(src_decisions, can_decisions)
+
+    skew_known = source.skew_known and executed.skew_known
+    behavior = (
+        "unverified" if not skew_known else ("pass" if all(c["pass"] for c in checks) else "fail")
+    )
+    statuses = {
+        "timing_mode": canary["timing_mode"],
+        "commitments": "verified" if not mismatches else "mismatch",
+        "coverage": canary["coverage"],
+        "behavior": behavior,
+        "ranking": "preserved" if not changed else "changed",
+    }
+    if (
+        statuses["commitments"] == "verified"
+        and statuses["coverage"] == "full"
+        and behavior == "pass"
+        and not changed
+    ):
+        claim = "verified"
+    elif statuses["coverage"] == "partial" and statuses["commitments"] == "verified":
+        claim = "partial"
+    elif behavior == "unverified" and statuses["commitments"] == "verified":
+        claim = "behaviorally_unverified"
+    else:
+        claim = "rejected"
+    failed = [c for c in checks if not c["pass"]]
+    return {
+        "format": FORMAT,
+        "claim": claim,
+        "statuses": statuses,
+        "source": {
+            "sha256": source_digest,
+            "occurrences": source.n,
+            "skew_known": source.skew_known,
+            "skew_reason": source.skew_reason,
+        },
+        "canary": {
+            "sha256": canary_digest,
+            "occurrences_logical": float(np.sum(executed.occurrences["weight"].to_numpy())),
+            "occurrences_executed": executed.n,
+        },
+        "backends": {"sha256": backends.sha256, "configs": list(src_metrics)},
+        "tolerances": tol,
+        "commitment_mismatches": mismatches[:50],
+        "ranking": {
+            "metrics": list(RANKING_METRICS),
+            "decisions_checked": len(src_decisions),
+            "changed": [
+                {
+                    "metric": m,
+                    "a": a,
+                    "b": b,
+                    "source": src_decisions.get((m, a, b)),
+                    "canary": can_decisions.get((m, a, b)),
+                }
+                for m, a, b in changed
+            ],
+        },
+        "checks": checks,
+        "summary": {
+            "checks": len(checks),
+            "failed": len(failed),
+            "failed_metrics": sorted({f"{c['config']}:{c['metric']}" for c in failed})[:50],
+        },
+        "model": "deterministic scheduler simulator (a model, not hardware)",
+    }
+
+
+def describe_failures(doc: dict, limit: int = 10) -> list[str]:
+    """Short lines naming what failed, for a refusal message or a log."""
+    lines = [f"claim {doc['claim']}: " + ", ".join(f"{k}={v}" for k, v in doc["statuses"].items())]
+    for c in [c for c in doc["checks"] if not c["pass"]][:limit]:
+        lines.append(
+            f"  {c['config']} {c['metric']}: source {c['source']}, canary {c['canary']}, tolerance {c['tolerance']}"
+        )
+    for d in doc["ranking"]["changed"][:limit]:
+        lines.append(
+            f"  ranking {d['metric']} {d['a']} vs {d['b']}: source {d['source']}, canary {d['canary']}"
+        )
+    return lines

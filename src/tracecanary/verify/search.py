@@ -1,0 +1,241 @@
+"""Behavior search: the smallest canary whose verification still fully passes.
+
+1. Compile at every timing budget of the declared range (0 = lossless; otherwise the
+   same bound on skew, overlap, gap and latency), verify each candidate fully, reject
+   failures, keep the smallest passing one by serialized bytes.
+2. Greedy per op-signature-group refinement: loosen one group's budget at a time
+   (most frequent groups first), keeping a change only while commitments, behavior and
+   ranking verification all still pass and the canary gets smaller.
+3. Execution reduction: execute fewer repetitions of steady-state motifs (weights
+   recorded, tail windows always kept whole), smallest executed count first, keeping a
+   reduction only while every verification still passes on the weighted replay.
+
+Every candidate is logged with its settings, bytes, records, executed occurrences,
+statuses and why it was accepted or rejected. The search is greedy: no Pareto
+optimality is claimed. The degenerate one-event answer is unreachable because every
+accepted candidate passed behavioral verification against the whole source.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tracecanary.canonical import canonical_json_bytes, sha256_bytes
+from tracecanary.errors import ClaimFailed, InputError
+from tracecanary.program import Program
+
+EXECUTED_REPEATS = (1, 2, 4, 8, 16, 32)
+REFINE_FACTOR = 4
+MAX_REFINED_GROUPS = 8
+
+
+@dataclass
+class SearchResult:
+    canary: dict | None
+    verification: dict | None
+    log: list[dict] = field(default_factory=list)
+
+
+def parse_budgets(spec: str) -> list[int]:
+    """``0,1,2us,500ns`` -> ns; a bare number is microseconds."""
+    from tracecanary.compile.budget import parse_duration_ns
+
+    out = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        text = f"{part}us" if part.replace(".", "", 1).isdigit() else part
+        out.append(parse_duration_ns(text, field_name="budgets"))
+    if not out:
+        raise InputError("no budgets given", field="budgets")
+    return sorted(set(out))
+
+
+def _budget(ns: int, overrides: dict | None = None):
+    from tracecanary.compile.budget import FIELDS, Budget
+
+    return Budget({f: ns for f in FIELDS}, overrides or {})
+
+
+def search(
+    program: Program,
+    budgets_ns: list[int],
+    backends,
+    tolerances,
+    *,
+    source_digest: str,
+    config_names: list[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> SearchResult:
+    from tracecanary.compile.canary import canary_bytes, compile_program
+    from tracecanary.compile.execution import reduce_execution
+    from tracecanary.verify.behavior import verify_behavior
+
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    log: list[dict] = []
+
+    def evaluate(
+        stage: str, settings: dict, make: Callable[[], dict]
+    ) -> tuple[dict | None, dict | None, dict]:
+        entry = {"stage": stage, "settings": settings}
+        try:
+            canary = make()
+        except ClaimFailed as err:
+            entry.update(accepted=False, reason=f"compile failed closed: {err.one_line()}")
+            log.append(entry)
+            say(f"[search] {stage} {settings}: compile refused ({err.message[:80]})")
+            return None, None, entry
+        data = canary_bytes(canary)
+        verification = verify_behavior(
+            program,
+            canary,
+            backends,
+            tolerances,
+            source_digest=source_digest,
+            canary_digest=sha256_bytes(data),
+            config_names=config_names,
+        )
+        stats = canary["stats"]
+        entry.update(
+            bytes=len(data),
+            records=stats["records_canary"],
+            occurrences_executed=stats["occurrences_executed"],
+            statuses=verification["statuses"],
+            claim=verification["claim"],
+            failed_checks=verification["summary"]["failed_metrics"][:10],
+        )
+        say(
+            f"[search] {stage} {settings}: {len(data):,} B, {stats['records_canary']:,} records, "
+            f"executes {stats['occurrences_executed']:,}, claim {verification['claim']}"
+        )
+        log.append(entry)
+        return canary, verification, entry
+
+    best: tuple[dict, dict, dict] | None = None
+    chosen_budget = None
+    for ns in budgets_ns:
+        make = (
+            (lambda: compile_program(program))
+            if ns == 0
+            else (lambda ns=ns: compile_program(program, budget=_budget(ns)))
+        )
+        canary, verification, entry = evaluate(
+            "budget", {"budget_ns": ns, "mode": "lossless" if ns == 0 else "bounded"}, make
+        )
+        if canary is None:
+            continue
+        if verification["claim"] != "verified":
+            entry.update(accepted=False, reason=f"verification {verification['claim']}")
+            continue
+        if best is None or entry["bytes"] < best[2]["bytes"]:
+            if best is not None:
+                best[2].update(accepted=False, reason="superseded by a smaller verified canary")
+            entry.update(accepted=True, reason="smallest verified so far")
+            best, chosen_budget = (canary, verification, entry), ns
+        else:
+            entry.update(accepted=False, reason="verified but not smaller")
+    if best is None:
+        return SearchResult(None, None, log)
+
+    # 2. per signature-group refinement (bounded mode only)
+    overrides: dict[int, dict[str, int]] = {}
+    if chosen_budget:
+        sig_ids, _ = program.signature_ids()
+        counts = np.bincount(sig_ids)
+        for sig in np.argsort(-counts, kind="stable")[:MAX_REFINED_GROUPS]:
+            sig = int(sig)
+            trial = {
+                **overrides,
+                sig: {
+                    f: chosen_budget * REFINE_FACTOR for f in ("gap", "overlap", "latency", "skew")
+                },
+            }
+            canary, verification, entry = evaluate(
+                "refine",
+                {
+                    "budget_ns": chosen_budget,
+                    "signature": sig,
+                    "signature_budget_ns": chosen_budget * REFINE_FACTOR,
+                },
+                lambda trial=trial: compile_program(program, budget=_budget(chosen_budget, trial)),
+            )
+            if canary is None:
+                continue
+            if verification["claim"] == "verified" and entry["bytes"] < best[2]["bytes"]:
+                best[2].update(accepted=False, reason="superseded by a refinement")
+                entry.update(accepted=True, reason="verified and smaller")
+                best, overrides = (canary, verification, entry), trial
+            else:
+                entry.update(
+                    accepted=False,
+                    reason="not smaller"
+                    if verification["claim"] == "verified"
+                    else f"verification {verification['claim']}",
+                )
+
+    # 3. execution reduction
+    base = best[0]
+    for k in EXECUTED_REPEATS:
+        canary, verification, entry = evaluate(
+            "execution",
+            {"max_executed_repeats": k},
+            lambda k=k: reduce_execution(base, {"max_executed_repeats": k}),
+        )
+        if canary is None:
+            continue
+        if (
+            verification["claim"] == "verified"
+            and entry["occurrences_executed"] < best[2]["occurrences_executed"]
+        ):
+            best[2].update(accepted=False, reason="superseded by a reduced execution")
+            entry.update(
+                accepted=True, reason="verified on the weighted replay; executes fewer occurrences"
+            )
+            best = (canary, verification, entry)
+            break
+        entry.update(
+            accepted=False,
+            reason=f"verification {verification['claim']}"
+            if verification["claim"] != "verified"
+            else "executes no fewer",
+        )
+    canary, verification, entry = best
+    entry["chosen"] = True
+    return SearchResult(canary, verification, log)
+
+
+def search_log_document(result: SearchResult, *, source_digest: str, budgets_ns: list[int]) -> dict:
+    chosen = next((e for e in result.log if e.get("chosen")), None)
+    return {
+        "format": "tracecanary.search-log/v1",
+        "source_sha256": source_digest,
+        "budgets_ns": budgets_ns,
+        "candidates": result.log,
+        "chosen": chosen,
+        "note": "greedy search: no per-window Pareto optimality is claimed",
+        "canary_sha256": sha256_bytes(canonical_json_bytes(result.canary))
+        if result.canary
+        else None,
+    }
+
+
+def mark_verified(canary: dict, verification: dict, *, tolerances_sha256: str) -> dict:
+    """The canary with claim ``verified`` and the receipt of that verification (what was
+    replayed against what); stats recomputed so byte counts stay exact."""
+    from tracecanary.compile.execution import finalize
+
+    if verification["claim"] != "verified":
+        raise ValueError("only a verified verification can mark a canary verified")
+    doc = dict(canary)
+    doc["claim"] = "verified"
+    doc["claim_reasons"] = [
+        "verified by tracecanary verify-behavior: commitments recomputed, full coverage, behavior within "
+        f"tolerances and rankings preserved against source sha256 {verification['source']['sha256']} "
+        f"under backends sha256 {verification['backends']['sha256']} and tolerances sha256 {tolerances_sha256}"
+    ]
+    return finalize(doc)
