@@ -34,12 +34,21 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCE = REPO.parent / "shared" / "kineto_samples" / "external" / "hta__nccl_parser_config__nccl_data.json.gz"
+if str(REPO) not in sys.path:  # run as a script: make the bench package importable
+    sys.path.insert(0, str(REPO))
+SOURCE = (
+    REPO.parent
+    / "shared"
+    / "kineto_samples"
+    / "external"
+    / "hta__nccl_parser_config__nccl_data.json.gz"
+)
 HTA_PYTHON = Path("/tmp/hta-venv/bin/python")
 RANKS = 8
 MIN_EVENTS = 1_500_000
 ID_KEYS = ("External id", "correlation", "Ev Idx", "Record function id")
 ID_STRIDE = 10_000_000
+INPUT_VERSION = 1  # bump when build_input changes (inputs are cached in the temp dir)
 
 OURS = r"""
 import json, resource, sys, time
@@ -113,8 +122,13 @@ def build_input(out_dir: Path, *, ranks: int = RANKS, min_events: int = MIN_EVEN
             "rank": rank,
             "world_size": ranks,
             "pg_config": [
-                {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
-                 "pg_size": ranks, "ranks": members}
+                {
+                    "pg_name": "0",
+                    "pg_desc": "default_pg",
+                    "backend_config": "cuda:nccl",
+                    "pg_size": ranks,
+                    "ranks": members,
+                }
             ],
         }
         doc["traceEvents"] = repeated
@@ -125,7 +139,7 @@ def build_input(out_dir: Path, *, ranks: int = RANKS, min_events: int = MIN_EVEN
 
 def _cached_input(ranks: int, min_events: int) -> tuple[Path, int]:
     key = hashlib.sha256(
-        f"{SOURCE.stat().st_size}:{ranks}:{min_events}:".encode() + Path(__file__).read_bytes()
+        f"{INPUT_VERSION}:{SOURCE.stat().st_size}:{ranks}:{min_events}".encode()
     ).hexdigest()[:16]
     out = Path(tempfile.gettempdir()) / f"tracecanary-bench-kineto-{key}"
     marker = out / "events.txt"
@@ -148,46 +162,80 @@ def _run(python: str, script: str, input_dir: Path) -> dict:
 
 
 def run(quick: bool, hta_python: Path = HTA_PYTHON) -> list[dict]:
-    """Time both parsers on the same input; return one row per parser (HTA's row has
-    ``skipped`` set when its venv is absent) with ``ratio_vs_ours`` on HTA's row."""
+    """Time both parsers on the same input; one row in ``bench.common.row`` form (our
+    wall time, HTA's as the comparator, ratio HTA / ours, target >= 4x)."""
+    from bench.common import row
+
+    case = "import-kineto, 8-rank NCCL input"
     if not SOURCE.is_file():
-        return [{"bench": "kineto_import", "impl": "tracecanary", "skipped": f"{SOURCE} absent"}]
+        return [
+            row(
+                case,
+                "",
+                "s",
+                "",
+                "",
+                "",
+                ">= 4x faster than HTA",
+                "",
+                notes=f"skipped: {SOURCE} absent",
+            )
+        ]
     input_dir, total = _cached_input(RANKS, 300_000 if quick else MIN_EVENTS)
-    base = {"bench": "kineto_import", "ranks": RANKS, "events": total, "quick": quick}
-    ours = {**base, "impl": "tracecanary", **_run(sys.executable, OURS, input_dir)}
-    rows = [ours]
+    case = f"import-kineto {RANKS} ranks, {total:,} events (NCCL, full metadata)"
+    ours = _run(sys.executable, OURS, input_dir)
+    notes = f"ours: 8 files serially in one process, {ours['output']} collectives imported"
     if not hta_python.is_file():
-        rows.append({**base, "impl": "HolisticTraceAnalysis",
-                     "skipped": f"no HTA venv at {hta_python} (python3 -m venv /tmp/hta-venv && "
-                                "/tmp/hta-venv/bin/pip install HolisticTraceAnalysis)"})
-        return rows
-    hta = {**base, "impl": "HolisticTraceAnalysis", **_run(str(hta_python), HTA, input_dir)}
-    hta["ratio_vs_ours"] = hta["wall_s"] / ours["wall_s"]
-    rows.append(hta)
-    return rows
+        return [
+            row(case, round(ours["wall_s"], 2), "s", "HolisticTraceAnalysis (skipped)", "", "",
+                ">= 4x faster than HTA", "", round(ours["peak_rss_mb"], 1),
+                notes + f"; HTA skipped: no venv at {hta_python} (python3 -m venv /tmp/hta-venv "
+                "&& /tmp/hta-venv/bin/pip install HolisticTraceAnalysis)")
+        ]  # fmt: skip
+    hta = _run(str(hta_python), HTA, input_dir)
+    ratio = hta["wall_s"] / ours["wall_s"]
+    return [
+        row(
+            case,
+            round(ours["wall_s"], 2),
+            "s",
+            f"HolisticTraceAnalysis {_hta_version(hta_python)} TraceAnalysis(trace_dir), parallel workers",
+            round(hta["wall_s"], 2),
+            round(ratio, 2),
+            ">= 4x faster than HTA",
+            ratio >= 4,
+            round(ours["peak_rss_mb"], 1),
+            notes
+            + f"; HTA peak RSS {hta['peak_rss_mb']:.0f} MiB parent + {hta['peak_rss_worker_mb']:.0f}"
+            f" MiB largest worker, {hta['output']:,} trace rows parsed",
+        )
+    ]
+
+
+def _hta_version(python: Path) -> str:
+    proc = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import importlib.metadata as m; print(m.version('HolisticTraceAnalysis'))",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.stdout.strip() or "?"
 
 
 def _table(rows: list[dict]) -> str:
-    lines = [
-        f"{'impl':<24}{'events':>10}{'wall s':>9}{'peak RSS MB':>13}{'worker RSS MB':>15}{'output':>9}",
-    ]
+    lines = []
     for r in rows:
-        if "skipped" in r:
-            lines.append(f"{r['impl']:<24}skipped: {r['skipped']}")
-            continue
-        worker = f"{r['peak_rss_worker_mb']:.0f}" if "peak_rss_worker_mb" in r else "-"
-        lines.append(
-            f"{r['impl']:<24}{r['events']:>10}{r['wall_s']:>9.2f}{r['peak_rss_mb']:>13.0f}"
-            f"{worker:>15}{r['output']:>9}"
-        )
-    ratio = [r["ratio_vs_ours"] for r in rows if "ratio_vs_ours" in r]
-    if ratio:
-        verdict = "meets" if ratio[0] >= 4 else "MISSES"
-        lines.append(f"ratio HTA / tracecanary = {ratio[0]:.1f}x ({verdict} the >= 4x target)")
-    lines.append(
-        "output: tracecanary = collectives imported; HTA = trace rows parsed (all kinds). "
-        "Our import runs the 8 files serially; HTA parses them in parallel workers."
-    )
+        lines.append(f"case:        {r['case']}")
+        lines.append(f"tracecanary: {r['figure']} {r['unit']}, peak RSS {r['peak_rss_mb']} MiB")
+        lines.append(f"comparator:  {r['comparator']}: {r['comparator_figure']} {r['unit']}")
+        if r["ratio"] != "":
+            verdict = "meets" if r["met"] else "MISSES"
+            lines.append(f"ratio:       {r['ratio']}x ({verdict} the target {r['target']})")
+        lines.append(f"notes:       {r['notes']}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,49 @@
+"""``tracecanary capture --nproc 4 --steps N -o DIR``: run a small real torch.distributed
+(gloo, CPU) workload under torch.profiler and write one Kineto trace per rank
+(``DIR/rank<r>.json.gz``) plus ``DIR/capture.json``. See ``tracecanary.capture``.
+
+Exit codes: 0 ok; 1 the run failed (a rank raised or timed out; nothing written);
+2 bad usage (odd ``--nproc``, ``--steps`` < 1).
+"""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "capture",
+        help="capture Kineto traces of a small real gloo workload (one per rank)",
+    )
+    p.add_argument("--nproc", type=int, default=4, help="processes (even; default 4)")
+    p.add_argument("--steps", type=int, default=3, help="training steps profiled (default 3)")
+    p.add_argument("--hidden", type=int, default=64, help="model width (default 64)")
+    p.add_argument("--seq-len", type=int, default=32, help="tokens per step (default 32)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds before the run is failed")
+    p.add_argument("-o", "--output", required=True, metavar="DIR")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from tracecanary.capture import CaptureSettings, capture
+    from tracecanary.errors import InputError
+
+    for name in ("hidden", "seq_len"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be >= 1", field=name)
+    if args.seq_len % 2:
+        raise InputError("--seq-len must be even (tensor-parallel pairs)", field="seq_len")
+    if args.timeout <= 0:
+        raise InputError("--timeout must be > 0", field="timeout")
+    settings = CaptureSettings(
+        nproc=args.nproc,
+        steps=args.steps,
+        hidden=args.hidden,
+        seq_len=args.seq_len,
+        timeout_s=args.timeout,
+    )
+    doc = capture(args.output, settings)
+    print(
+        f"captured {settings.nproc} ranks x {settings.steps} steps in {doc['wall_s']} s "
+        f"(torch {doc['environment']['torch']}, gloo) -> {args.output}"
+    )
+    return 0
