@@ -16,11 +16,16 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/ingest.smk"
 include: "workflow/rules/merge.smk"
+include: "workflow/rules/compile.smk"
+include: "workflow/rules/verify.smk"
+include: "workflow/rules/replay.smk"
 include: "workflow/rules/alphabeta.smk"
 include: "workflow/rules/manifest.smk"
+include: "workflow/rules/summary.smk"
 
 
 rule all:
     default_target: True
     input:
         manifest=f"results/{CAMPAIGN}/manifest.json",
+        summary=f"results/{CAMPAIGN}/summary.md",

@@ -65,77 +65,11 @@ _PRELOAD = [
 ]
 
 # Schema of capture.json (draft 2020-12). Kept here until it moves to schemas/.
-CAPTURE_SCHEMA = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "https://tracecanary.dev/schemas/capture.schema.json",
-    "title": CAPTURE_FORMAT,
-    "type": "object",
-    "required": ["format", "settings", "layout", "environment", "files", "import_check"],
-    "additionalProperties": False,
-    "properties": {
-        "format": {"const": CAPTURE_FORMAT},
-        "settings": {
-            "type": "object",
-            "required": ["nproc", "steps", "hidden", "seq_len", "layers_per_stage"],
-            "properties": {
-                "nproc": {"type": "integer", "minimum": 2},
-                "steps": {"type": "integer", "minimum": 1},
-                "hidden": {"type": "integer", "minimum": 1},
-                "seq_len": {"type": "integer", "minimum": 1},
-                "layers_per_stage": {"type": "integer", "minimum": 1},
-                "probe_delay_s": {"type": "number", "minimum": 0},
-                "timeout_s": {"type": "number", "exclusiveMinimum": 0},
-            },
-        },
-        "layout": {
-            "type": "object",
-            "required": ["tp_size", "pp_size", "groups", "p2p"],
-            "properties": {
-                "tp_size": {"type": "integer", "minimum": 1},
-                "pp_size": {"type": "integer", "minimum": 1},
-                "groups": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "required": ["desc", "ranks"],
-                        "properties": {
-                            "desc": {"type": "string"},
-                            "ranks": {"type": "array", "items": {"type": "integer", "minimum": 0}},
-                        },
-                    },
-                },
-                "p2p": {
-                    "type": "array",
-                    "items": {
-                        "type": "array",
-                        "items": {"type": "integer", "minimum": 0},
-                        "minItems": 2,
-                        "maxItems": 2,
-                    },
-                },
-            },
-        },
-        "environment": {
-            "type": "object",
-            "required": ["torch", "python", "host", "backend", "master_addr"],
-        },
-        "files": {
-            "type": "object",
-            "description": "file name -> SHA-256 of its bytes",
-            "additionalProperties": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-        },
-        "import_check": {
-            "type": "object",
-            "description": "result of importing every rank right after the run",
-            "required": ["collectives", "unknown_groups"],
-            "properties": {
-                "collectives": {"type": "integer", "minimum": 0},
-                "unknown_groups": {"const": 0},
-            },
-        },
-        "wall_s": {"type": "number", "minimum": 0},
-    },
-}
+def capture_schema() -> dict:
+    """The schema of capture.json (schemas/capture.schema.json)."""
+    from tracecanary.schemas import load_schema
+
+    return load_schema("capture")
 
 
 @dataclass(frozen=True)

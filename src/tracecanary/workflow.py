@@ -73,11 +73,13 @@ def run_rule(
             log.close()
 
 
-def cli(argv: list[str]) -> None:
-    """Run one ``tracecanary`` stage in-process; raise if it does not exit 0 (its one-line
-    error is already in the rule's log)."""
+def cli(argv: list[str], ok_codes: tuple[int, ...] = (0,)) -> int:
+    """Run one ``tracecanary`` stage in-process; raise unless its exit code is in
+    ``ok_codes`` (a gate that did not hold, exit 1, is a recorded result for the
+    verification and compare rules; its one-line error is already in the rule's log)."""
     from tracecanary.cli import main
 
     code = main([str(a) for a in argv])
-    if code != 0:
+    if code not in ok_codes:
         raise SystemExit(f"tracecanary {argv[0]} exited {code}")
+    return code

@@ -7,8 +7,14 @@ SOURCES = {s["id"]: s for s in config["sources"]}
 ENV = "../../environment.yml"
 
 
+BUDGETS = ["lossless"] + list(config["compile"]["budgets"])
+REDUCED = [s for s in config["reduce"]["sources"] if s in SOURCES]
+
+
 wildcard_constraints:
     campaign=CAMPAIGN,
+    budget="|".join(BUDGETS),
+    which="source|canary",
     source="|".join(SOURCES),
     ladder="[A-Za-z0-9_.-]+",
 
@@ -44,9 +50,28 @@ def provenance_targets():
     targets = [f"results/{CAMPAIGN}/provenance/alphabeta/{lid}.json" for lid in ALPHABETA]
     for sid, src in SOURCES.items():
         targets.append(f"results/{CAMPAIGN}/provenance/ingest/{sid}.json")
+        targets += [f"results/{CAMPAIGN}/provenance/compile/{sid}/{b}.json" for b in BUDGETS]
+        targets += [f"results/{CAMPAIGN}/provenance/verify/{sid}/{b}.json" for b in BUDGETS]
+        targets.append(f"results/{CAMPAIGN}/provenance/search/{sid}.json")
+        targets += [f"results/{CAMPAIGN}/provenance/replay/{sid}/{w}.json" for w in ("source", "canary")]
+        targets.append(f"results/{CAMPAIGN}/provenance/compare/{sid}.json")
         if src["kind"] == "captures":
             targets.append(f"results/{CAMPAIGN}/provenance/merge/{sid}.json")
+    targets += reduce_targets()
+    targets.append(f"results/{CAMPAIGN}/provenance/search_summary.json")
     return targets
+
+
+def source_table(wildcards):
+    """The normalized table of a source (what compile, replay and verify read)."""
+    return f"results/{CAMPAIGN}/ingest/{wildcards.source}.parquet"
+
+
+def source_inputs(wildcards):
+    return {
+        "table": source_table(wildcards),
+        "sidecar": f"results/{CAMPAIGN}/ingest/{wildcards.source}.meta.json",
+    }
 
 
 def config_files():
@@ -57,3 +82,36 @@ def config_files():
 
 def get_alphabeta_input(wildcards):
     return {"ladder": ALPHABETA[wildcards.ladder]["path"]}
+
+
+def reduce_targets():
+    out = []
+    for sid in REDUCED:
+        out.append(f"results/{CAMPAIGN}/provenance/reduce_baseline/{sid}.json")
+    return out
+
+
+def search_summary_inputs(wildcards):
+    return {
+        "logs": [f"results/{CAMPAIGN}/search/{s}/search.json" for s in SOURCES],
+        "verifications": [f"results/{CAMPAIGN}/verify/{s}/{b}.json" for s in SOURCES for b in BUDGETS],
+        "baselines": [f"results/{CAMPAIGN}/reduce/{s}/verification.json" for s in REDUCED],
+        "sidecars": [f"results/{CAMPAIGN}/ingest/{s}.meta.json" for s in SOURCES],
+    }
+
+
+def summary_inputs(wildcards):
+    return {
+        "manifest": f"results/{CAMPAIGN}/manifest.json",
+        "sidecars": [f"results/{CAMPAIGN}/ingest/{s}.meta.json" for s in SOURCES],
+        "search_logs": [f"results/{CAMPAIGN}/search/{s}/search.json" for s in SOURCES],
+        "canaries": [f"results/{CAMPAIGN}/search/{s}/canary.json" for s in SOURCES],
+        "source_reports": [f"results/{CAMPAIGN}/replay/{s}/source.json" for s in SOURCES],
+        "baselines": [f"results/{CAMPAIGN}/reduce/{s}/verification.json" for s in REDUCED],
+        "physical": physical_summaries(),
+        "alphabeta_fits": [f"results/{CAMPAIGN}/alphabeta/{l}/fit.json" for l in ALPHABETA],
+    }
+
+
+def physical_summaries():
+    return []
