@@ -14,6 +14,7 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/capture.smk"
 include: "workflow/rules/ingest.smk"
 include: "workflow/rules/merge.smk"
 include: "workflow/rules/compile.smk"

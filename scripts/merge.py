@@ -1,11 +1,17 @@
+from pathlib import Path
+
 from tracecanary.merge import merge_captures
 from tracecanary.workflow import run_rule
 
+sm = snakemake  # noqa: F821
+captures = sm.input.captures
+if isinstance(captures, str) and Path(captures).is_dir():  # a live capture's imported ranks
+    captures = sorted(str(p) for p in Path(captures).glob("rank*.json"))
 run_rule(
-    snakemake,  # noqa: F821
+    sm,
     lambda: merge_captures(
-        list(snakemake.input.captures),  # noqa: F821
-        snakemake.output.merged,  # noqa: F821
-        snakemake.input.calibration,  # noqa: F821
+        list(captures) if not isinstance(captures, str) else [captures],
+        sm.output.merged,
+        sm.input.calibration,
     ),
 )

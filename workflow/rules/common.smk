@@ -28,13 +28,15 @@ def get_ingest_input(wildcards):
     src = source_of(wildcards)
     if src["kind"] == "trace":
         return {"trace": src["path"]}
-    return {"trace": f"results/{CAMPAIGN}/merge/{wildcards.source}.jsonl.gz"}
+    return {"trace": f"results/{CAMPAIGN}/merge/{wildcards.source}.jsonl.gz"}  # captures, live_capture
 
 
 def get_merge_input(wildcards):
     src = source_of(wildcards)
     if src["kind"] == "captures":
         return {"captures": src["captures"], "calibration": src["calibration"]}
+    if src["kind"] == "live_capture":
+        return {"captures": f"results/{CAMPAIGN}/import/{wildcards.source}", "calibration": src["calibration"]}
     raise ValueError(f"source {wildcards.source} has no captures to merge")
 
 
@@ -55,8 +57,11 @@ def provenance_targets():
         targets.append(f"results/{CAMPAIGN}/provenance/search/{sid}.json")
         targets += [f"results/{CAMPAIGN}/provenance/replay/{sid}/{w}.json" for w in ("source", "canary")]
         targets.append(f"results/{CAMPAIGN}/provenance/compare/{sid}.json")
-        if src["kind"] == "captures":
+        if src["kind"] in ("captures", "live_capture"):
             targets.append(f"results/{CAMPAIGN}/provenance/merge/{sid}.json")
+        if src["kind"] == "live_capture":
+            targets.append(f"results/{CAMPAIGN}/provenance/capture_kineto/{sid}.json")
+            targets.append(f"results/{CAMPAIGN}/provenance/import_kineto/{sid}.json")
     targets += reduce_targets()
     targets.append(f"results/{CAMPAIGN}/provenance/search_summary.json")
     return targets

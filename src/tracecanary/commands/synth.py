@@ -25,6 +25,20 @@ def register(sub) -> None:
     )
     a.add_argument("-o", "--output", required=True, metavar="FILE")
     a.set_defaults(func=run_adversarial)
+    t = kinds.add_parser(
+        "training",
+        help="training trace (tp x pp x dp ranks): tensor-parallel collectives, pipeline "
+        "send/recv, data-parallel gradient buckets; streamed as JSON Lines",
+    )
+    t.add_argument("-o", "--output", required=True, metavar="FILE.jsonl[.gz]")
+    t.add_argument("--tp", type=int, default=8, help="tensor-parallel size")
+    t.add_argument("--pp", type=int, default=4, help="pipeline stages")
+    t.add_argument("--dp", type=int, default=4, help="data-parallel size")
+    t.add_argument("--steps", type=int, default=10, help="training steps")
+    t.add_argument("--microbatches", type=int, default=8, help="microbatches per step")
+    t.add_argument("--layers-per-stage", type=int, default=2)
+    t.add_argument("--seed", type=int, default=20261201)
+    t.set_defaults(func=run_training)
 
 
 def run_decode(args) -> int:
@@ -61,4 +75,26 @@ def run_adversarial(args) -> int:
     from tracecanary.trace_io import write_trace
 
     write_trace(build_adversarial(), args.output)
+    return 0
+
+
+def run_training(args) -> int:
+    from tracecanary.synth.training import write_training
+
+    summary = write_training(
+        args.output,
+        tp=args.tp,
+        pp=args.pp,
+        dp=args.dp,
+        steps=args.steps,
+        seed=args.seed,
+        microbatches=args.microbatches,
+        layers_per_stage=args.layers_per_stage,
+    )
+    print(
+        f"wrote {summary['events']:,} events of {summary['ranks']} ranks "
+        f"({summary['occurrences']:,} occurrences, {summary['steps']} steps) to {args.output} "
+        f"sha256:{summary['sha256']}",
+        file=sys.stderr,
+    )
     return 0
