@@ -1,0 +1,142 @@
+"""``tracecanary compile INPUT (--lossless | --budget SPEC) [--prefix N] -o CANARY.json``:
+distil a trace into a canary, exactly or within per-field timing budgets, with a
+SHA-256 commitment behind every approximation. Exit 1 (nothing written) when a field
+cannot be represented within its budget; exit 2 for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tracecanary.errors import InputError
+
+STAT_ORDER = (
+    "occurrences_source",
+    "events_source",
+    "records_structure",
+    "records_timing",
+    "records_canary",
+    "event_compression",
+    "bytes_source",
+    "bytes_canary",
+    "byte_compression",
+    "compressed",
+    "occurrences_logical",
+    "occurrences_executed",
+    "execution_reduction",
+    "gap_issue_drift_max_ns",
+)
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "compile",
+        help="distil a trace into a canary (lossless, or within a timing budget with receipts)",
+        description=__doc__,
+    )
+    p.add_argument("input", metavar="INPUT", help="native trace, normalized Parquet or canary")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--lossless", action="store_true", help="keep every timing value exactly")
+    mode.add_argument(
+        "--budget",
+        metavar="SPEC",
+        help="per-field max error, e.g. skew=2us,overlap=5us,gap=5us,latency=5us (omitted fields: exact)",
+    )
+    p.add_argument(
+        "--budget-overrides",
+        metavar="JSON",
+        help="file: {signature_id: {field: amount}} replacing field budgets per signature",
+    )
+    p.add_argument(
+        "--prefix",
+        type=int,
+        metavar="N",
+        help="compile only the first N occurrences (coverage partial)",
+    )
+    p.add_argument(
+        "--max-records",
+        type=int,
+        metavar="N",
+        help="at most N encoded records per timing field; fail (exit 1) if the budget needs more",
+    )
+    p.add_argument(
+        "--max-executed-repeats",
+        type=int,
+        metavar="K",
+        help="reduced execution: run K steady-state repetitions of each repeated record (tail windows whole)",
+    )
+    p.add_argument(
+        "--strict", action="store_true", help="verify behavior before writing (needs --backends)"
+    )
+    p.add_argument("--backends", metavar="B", help="backend configurations for --strict")
+    p.add_argument("-o", "--output", required=True, metavar="CANARY.json")
+    p.set_defaults(func=run)
+
+
+def _overrides(path: str | None) -> dict:
+    if not path:
+        return {}
+    from tracecanary.limits import load_json
+
+    doc = load_json(path)
+    if not isinstance(doc, dict):
+        raise InputError("budget overrides must be a JSON object", file=path)
+    return doc
+
+
+# ---------------------------------------------------------------------------------------
+# STRICT VERIFICATION HOOK (issue 5). ``--strict --backends B`` must run the behavior
+# verification of ``canary`` against ``source`` before anything is written, and refuse
+# (ClaimFailed, exit 1, failed checks printed) when it fails. The behavior verifier
+# fills this function in; until then strict compilation is refused as unavailable.
+# ---------------------------------------------------------------------------------------
+def strict_gate(source, canary: dict, backends: str) -> dict:
+    """Verify ``canary`` against ``source`` under ``backends``; return the (possibly
+    claim-upgraded) canary, or raise ClaimFailed listing the failed checks."""
+    raise InputError(
+        "--strict needs the behavior verifier (issue 5), which this build does not include yet",
+        field="strict",
+    )
+
+
+def run(args) -> int:
+    from tracecanary.canonical import write_json
+    from tracecanary.compile import compile_program, parse_budget
+    from tracecanary.load import load_program
+
+    if args.strict and not args.backends:
+        raise InputError("--strict needs --backends", field="backends")
+    if args.backends and not args.strict:
+        raise InputError("--backends is only used with --strict", field="backends")
+    if args.max_executed_repeats is not None and args.max_executed_repeats < 1:
+        raise InputError("--max-executed-repeats must be >= 1", field="max_executed_repeats")
+    budget = None
+    if not args.lossless:
+        budget = parse_budget(args.budget, _overrides(args.budget_overrides))
+    elif args.budget_overrides:
+        raise InputError("--budget-overrides needs --budget", field="budget_overrides")
+    try:
+        source = load_program(args.input, executed=False)
+    except TypeError:  # loaders without the executed keyword
+        source = load_program(args.input)
+    policy = None
+    if args.max_executed_repeats is not None:
+        policy = {"max_executed_repeats": args.max_executed_repeats}
+    canary = compile_program(
+        source,
+        budget=budget,
+        prefix=args.prefix,
+        max_records=args.max_records,
+        execution_policy=policy,
+    )
+    if args.strict:
+        canary = strict_gate(source, canary, args.backends)
+    digest = write_json(args.output, canary)
+    print(f"canary: {Path(args.output)}")
+    print(f"sha256: {digest}")
+    print(f"timing_mode: {canary['timing_mode']}")
+    print(f"coverage: {canary['coverage']}")
+    print(f"claim: {canary['claim']}")
+    for key in STAT_ORDER:
+        print(f"{key}: {json.dumps(canary['stats'][key])}")
+    return 0

@@ -1,0 +1,343 @@
+"""The compiler: a normalized source ``Program`` -> a ``tracecanary.canary/v1`` document.
+
+Guarantees (each checked before a canary is returned; a failure raises ``ClaimFailed``
+and nothing is written):
+- lossless: expanding the canary gives back the covered source exactly (same
+  ``source_digest``);
+- bounded: structure, measured masks and tail flags are exact; every timing value is
+  within its field budget (signature overrides applied) and each interval's stated
+  ``max_error_ns`` is the error actually incurred;
+- unknown skew stays unknown (no skew stream, claim ``behaviorally_unverified``);
+- same program and settings -> same canonical bytes.
+
+See docs/formats-canary.md for the document and schemas/canary.schema.json.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracecanary.canonical import canonical_json_bytes
+from tracecanary.compile import intervals as iv
+from tracecanary.compile import timing
+from tracecanary.compile.budget import FIELDS, Budget
+from tracecanary.compile.source import SourceSerialization, serialize_source
+from tracecanary.compile.structure import (
+    encode_structure,
+    group_table,
+    signature_table,
+    top_level_spans,
+)
+from tracecanary.errors import ClaimFailed, InputError
+from tracecanary.program import Program
+
+CANARY_FORMAT = "tracecanary.canary/v1"
+COMPILER = "tracecanary.compile/1"
+
+
+def validate_source(program: Program) -> None:
+    """Refuse programs the compiler cannot represent faithfully (InputError, exit 2)."""
+    n = program.n
+    if n == 0:
+        raise InputError("program has no occurrences: nothing to compile", field="occurrences")
+    occ = program.occurrences
+    if not np.array_equal(occ["occ"].to_numpy(dtype=np.int64), np.arange(n)):
+        raise InputError("occurrences are not numbered 0..n-1 in order", field="occ")
+    w = occ["weight"].to_numpy(dtype=np.float64)
+    if (w != 1.0).any():
+        i = int(np.flatnonzero(w != 1.0)[0])
+        raise InputError(
+            f"weight {w[i]!r}: compile takes a source program (every weight 1), not a reduced one",
+            record=i,
+            field="weight",
+        )
+    checks = [("gap_ns", None), ("overlap_ns", "has_overlap"), ("latency_ns", "has_latency")]
+    for col, mask_col in checks:
+        v = occ[col].to_numpy(dtype=np.int64)
+        m = np.ones(n, bool) if mask_col is None else occ[mask_col].to_numpy(dtype=bool)
+        bad = m & ((v < 0) | (v >= iv.MAX_VALUE))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"value {int(v[i])} out of range [0, 2^60)", record=i, field=col)
+    mem = program.members
+    mocc = mem["occ"].to_numpy(dtype=np.int64)
+    if len(mocc) and ((np.diff(mocc) < 0).any() or mocc[0] < 0 or mocc[-1] >= n):
+        raise InputError(
+            "members are not sorted by occurrence or refer outside the table", field="members"
+        )
+    ranks = mem["rank"].to_numpy(dtype=np.int64)
+    if len(ranks) and (ranks.min() < 0 or ranks.max() >= program.world_size):
+        i = int(np.flatnonzero((ranks < 0) | (ranks >= program.world_size))[0])
+        raise InputError(
+            f"rank {int(ranks[i])} outside world_size {program.world_size}",
+            record=int(mocc[i]),
+            field="rank",
+        )
+    if program.skew_known:
+        skew = mem["skew_ns"].to_numpy(dtype=np.int64)
+        bad = (skew < 0) | (skew >= iv.MAX_VALUE)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(
+                f"skew {int(skew[i])} out of range [0, 2^60)", record=int(mocc[i]), field="skew_ns"
+            )
+
+
+def prefix_program(program: Program, stop: int) -> Program:
+    """The first ``stop`` occurrences as a program of their own."""
+    if stop >= program.n:
+        return program
+    occ = program.occurrences.iloc[:stop].reset_index(drop=True)
+    mem = program.members[program.members["occ"].to_numpy() < stop].reset_index(drop=True)
+    return Program(
+        occurrences=occ,
+        members=mem,
+        world_size=program.world_size,
+        skew_known=program.skew_known,
+        skew_reason=program.skew_reason,
+        notes=program.notes,
+    )
+
+
+def compile_program(
+    program: Program,
+    *,
+    budget: Budget | None = None,
+    prefix: int | None = None,
+    max_records: int | None = None,
+    execution_policy: dict | None = None,
+    serialization: SourceSerialization | None = None,
+    intervals_always: bool = False,
+) -> dict:
+    """Compile ``program``; ``budget=None`` is lossless mode, else bounded mode.
+
+    ``prefix``: compile only the first N occurrences (coverage ``partial`` when N < n).
+    ``max_records``: at most this many encoded records per timing field (exact records or
+    intervals, measured-mask records included), else ClaimFailed naming the field and
+    the source range that does not fit.
+    ``execution_policy``: passed to ``reduce_execution`` (see execution.py).
+    ``intervals_always``: use bounded intervals for every field with a budget > 0 even
+    where the exact encoding would be smaller (for inspection and tests).
+    """
+    from tracecanary.compile.execution import finalize, reduce_execution
+
+    validate_source(program)
+    if prefix is not None and prefix < 1:
+        raise InputError(f"--prefix {prefix}: need at least 1 occurrence", field="prefix")
+    if max_records is not None and max_records < 1:
+        raise InputError(f"max_records {max_records} must be >= 1", field="max_records")
+    ser = serialization if serialization is not None else serialize_source(program)
+    total = program.n
+    covered_n = total if prefix is None else min(int(prefix), total)
+    covered = prefix_program(program, covered_n)
+    lossless = budget is None
+
+    sig_ids, sigs = signature_table(covered)
+    groups = group_table(covered)
+    records = encode_structure(sig_ids)
+    spans = top_level_spans(records)
+    arrays = timing.timing_arrays(covered)
+
+    streams: dict[str, dict | None] = {}
+    effective = Budget.exact() if lossless else budget
+    for name in FIELDS:
+        if name == "skew" and not covered.skew_known:
+            streams[name] = None
+            continue
+        b_sig = effective.per_signature(name, len(sigs))
+        plan = None
+        if not lossless and b_sig.any():
+            plan = timing.plan_bounded(name, arrays, spans, b_sig[sig_ids])
+        if plan is not None and intervals_always:
+            streams[name] = timing.encode_bounded(
+                name, arrays, spans, b_sig[sig_ids], ser, plan=plan
+            )
+            continue
+        streams[name] = _choose_stream(
+            name, plan, arrays, spans, b_sig[sig_ids], ser, max_records, covered_n
+        )
+    partial = covered_n < total
+    reasons = []
+    if partial:
+        reasons.append(f"coverage partial: built from the first {covered_n} of {total} occurrences")
+    if not covered.skew_known:
+        reasons.append(f"skew unknown: {covered.skew_reason or 'no reason recorded'}")
+    claim = (
+        "partial"
+        if partial
+        else ("behaviorally_unverified" if not covered.skew_known else "unverified")
+    )
+    reasons.append("not yet verified: only the behavior verifier writes 'verified'")
+
+    doc = {
+        "format": CANARY_FORMAT,
+        "compiler": COMPILER,
+        "source": {
+            "digest": ser.digest(),
+            "occurrences": int(total),
+            "member_events": int(len(program.members)),
+            "world_size": int(program.world_size),
+            "skew_known": bool(program.skew_known),
+            "skew_reason": program.skew_reason,
+            "notes": list(program.notes),
+            "covered_occurrences": int(covered_n),
+            "covered_digest": ser.digest(covered_n),
+        },
+        "coverage": "partial" if partial else "full",
+        "timing_mode": "lossless" if lossless else "bounded_approximate",
+        "budget": effective.to_json(),
+        "claim": claim,
+        "claim_reasons": reasons,
+        "signatures": sigs,
+        "groups": {g: ranks for g, ranks in sorted(groups.items())},
+        "structure": {"occurrences": int(covered_n), "records": records},
+        "timing": streams,
+        "flags": {"tail": timing._bool_records(covered.occurrences["tail"].to_numpy(dtype=bool))},
+        "source_commitment": {
+            "start": 0,
+            "stop": int(covered_n),
+            "sha256": ser.segment(0, covered_n),
+        },
+        "execution": None,
+        "stats": {
+            "events_source": int(len(covered.members)),
+            "occurrences_source": int(covered_n),
+            "bytes_source": int(ser.size_bytes(covered_n)),
+        },
+    }
+    drift = _self_check(covered, doc, effective, sig_ids)
+    doc["stats"]["gap_issue_drift_max_ns"] = int(drift)
+    if execution_policy:
+        return reduce_execution(doc, execution_policy)
+    return finalize(doc)
+
+
+def _choose_stream(name, plan, arrays, spans, budget_occ, ser, max_records, n) -> dict:
+    """Exact encodings first: intervals are used only where they make the stream smaller
+    (canonical bytes), both within the record limit. Fails closed when neither fits.
+
+    Work is skipped where the outcome is already decided: intervals are not built when
+    they cannot be smaller than the exact stream, and the exact stream is not built when
+    the intervals are already smaller than any exact encoding can be."""
+    cache: dict = {}
+
+    def exact() -> dict:
+        if "exact" not in cache:
+            cache["exact"] = timing.encode_exact(name, arrays)
+            cache["exact_bytes"] = len(canonical_json_bytes(cache["exact"]))
+        return cache["exact"]
+
+    def exact_fits() -> bool:
+        return max_records is None or timing.count_stream_records(exact()) <= max_records
+
+    if plan is None:
+        if exact_fits():
+            return exact()
+        raise ClaimFailed(
+            f"exact encoding needs {timing.count_stream_records(exact())} records, over the limit "
+            f"of {max_records}; source occurrences [0, {n}) do not fit (a budget > 0 allows intervals)",
+            record=f"[0, {n})",
+            field=name,
+        )
+    mask = arrays.values(name)[1] if name in timing.MASKED else None
+    mask_records = (
+        0
+        if mask is None
+        else timing.count_stream_records(
+            {"encoding": "exact", "values": [], "measured": timing._bool_records(mask)}
+        )
+    )
+    bounded_records = plan.intervals + mask_records
+    if max_records is not None and bounded_records > max_records:
+        if exact_fits():
+            return exact()
+        first = plan.interval_start(max(0, max_records - mask_records))
+        raise ClaimFailed(
+            f"cannot be represented within budget {int(budget_occ.max())} ns in at most {max_records} "
+            f"records (bounded intervals need {bounded_records}); source occurrences [{first}, {n}) do not fit",
+            record=f"[{first}, {n})",
+            field=name,
+        )
+    exact_floor = timing.exact_bytes_lower_bound(name, arrays)
+    bounded_floor = plan.bytes_lower_bound()
+    if bounded_floor < exact_floor:
+        bounded = timing.encode_bounded(name, arrays, spans, budget_occ, ser, plan=plan)
+        if len(canonical_json_bytes(bounded)) < exact_floor:
+            return bounded
+    exact()
+    if exact_fits() and cache["exact_bytes"] <= bounded_floor:
+        return cache["exact"]
+    bounded = timing.encode_bounded(name, arrays, spans, budget_occ, ser, plan=plan)
+    if exact_fits() and cache["exact_bytes"] <= len(canonical_json_bytes(bounded)):
+        return cache["exact"]
+    return bounded
+
+
+def _self_check(source: Program, doc: dict, budget: Budget, sig_ids: np.ndarray) -> int:
+    """Fail closed unless the canary decodes to ``source`` as claimed: structure, groups,
+    masks and flags exact; timing exact (lossless) or within budget (bounded). Returns
+    the largest issue-time drift (ns) that gap approximation causes."""
+    from tracecanary.compile.expand import decode_canary
+
+    d = decode_canary(doc)
+    occ = source.occurrences
+
+    def fail(what: str):
+        raise ClaimFailed("canary does not decode to its source (internal error)", field=what)
+
+    if not np.array_equal(d.sig_ids, sig_ids):
+        fail("structure")
+    if not np.array_equal(d.ranks, source.members["rank"].to_numpy()):
+        fail("groups")
+    if not np.array_equal(d.tail, occ["tail"].to_numpy(dtype=bool)):
+        fail("flags.tail")
+    lossless = doc["timing_mode"] == "lossless"
+    for name, col, mask_col in (
+        ("gap", "gap_ns", None),
+        ("overlap", "overlap_ns", "has_overlap"),
+        ("latency", "latency_ns", "has_latency"),
+        ("skew", "skew_ns", None),
+    ):
+        if name == "skew":
+            if not source.skew_known:
+                continue
+            src = source.members["skew_ns"].to_numpy(dtype=np.int64)
+        else:
+            src = occ[col].to_numpy(dtype=np.int64)
+        got = d.values[name]
+        if mask_col is not None:
+            measured = occ[mask_col].to_numpy(dtype=bool)
+            if not np.array_equal(d.masks[name], measured):
+                fail(f"timing.{name}.measured")
+            src = np.where(measured, src, 0)
+        err = np.abs(src - got)
+        if name == "skew":
+            per_occ = np.zeros(source.n, dtype=np.int64)
+            if len(err):
+                np.maximum.at(per_occ, np.repeat(np.arange(source.n), d.sizes), err)
+            err = per_occ
+        b = (
+            np.zeros(source.n, np.int64)
+            if lossless
+            else budget.per_signature(name, len(doc["signatures"]))[sig_ids]
+        )
+        _raise_if_over(name, err, b)
+    gap = occ["gap_ns"].to_numpy(dtype=np.int64)
+    drift = np.cumsum(d.values["gap"]) - np.cumsum(gap)
+    return int(np.abs(drift).max()) if len(drift) else 0
+
+
+def _raise_if_over(name: str, err: np.ndarray, budget: np.ndarray) -> None:
+    over = np.flatnonzero(err > budget)
+    if len(over):
+        i = int(over[0])
+        raise ClaimFailed(
+            f"error {int(err[i])} ns exceeds the budget {int(budget[i])} ns (internal error)",
+            record=f"[{i}, {i + 1})",
+            field=name,
+        )
+
+
+def canary_bytes(doc: dict) -> bytes:
+    """The canary's canonical JSON bytes (what ``write_json`` writes; ``bytes_canary``)."""
+    return canonical_json_bytes(doc)

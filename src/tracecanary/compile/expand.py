@@ -1,0 +1,205 @@
+"""Expansion: a canary back to a ``Program``.
+
+``expand_canary(canary, executed=False)`` rebuilds every logical occurrence (for a
+lossless canary: equal to the covered source, same ``source_digest``; for a bounded
+canary: structure, masks and flags exact, timing values the interval representatives).
+``executed=True`` gives only what a replay runs: the executed occurrences in order,
+with ``weight`` (the logical occurrences each stands for; weights sum to the logical
+count) and an extra column ``logical_occ`` (its logical index).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracecanary.compile import timing
+from tracecanary.compile.budget import FIELDS
+from tracecanary.compile.structure import expand_structure, member_positions, structure_length
+from tracecanary.errors import InputError, ResourceLimitExceeded
+from tracecanary.limits import current_limits
+from tracecanary.program import Program, make_program
+
+MAX_EXPAND_OCCURRENCES = 100_000_000
+MAX_EXPAND_MEMBERS = 1_000_000_000
+
+
+def _signature_columns(canary: dict, sig_ids: np.ndarray) -> dict[str, np.ndarray]:
+    sigs = canary["signatures"]
+    if len(sig_ids) and (sig_ids.min() < 0 or sig_ids.max() >= len(sigs)):
+        raise InputError("structure refers to a signature that does not exist", field="structure")
+    cols = {}
+    for key in ("op", "dtype", "group", "phase", "stream"):
+        table = np.array([s[key] for s in sigs], dtype=object)
+        cols[key] = table[sig_ids]
+    for key in ("bytes", "root"):
+        table = np.array([int(s[key]) for s in sigs], dtype=np.int64)
+        cols[key] = table[sig_ids]
+    return cols
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """Column arrays of a canary's logical occurrences (no strings materialized)."""
+
+    sig_ids: np.ndarray
+    sizes: np.ndarray
+    member_offsets: np.ndarray
+    ranks: np.ndarray
+    values: dict
+    masks: dict
+    tail: np.ndarray
+
+
+def decode_canary(canary: dict) -> Decoded:
+    """Decode structure, groups, timing and flags, checking that they fit together."""
+    records = canary["structure"]["records"]
+    n = int(canary["structure"]["occurrences"])
+    limit = min(MAX_EXPAND_OCCURRENCES, current_limits().max_occurrences)
+    if n > limit:
+        raise ResourceLimitExceeded(
+            f"canary claims {n} occurrences (limit {limit})", field="structure"
+        )
+    length = structure_length(records)
+    if length != n:
+        raise InputError(
+            f"structure records expand to {length} occurrences, not {n}", field="structure"
+        )
+    sig_ids = expand_structure(records)
+    sigs = canary["signatures"]
+    if len(sig_ids) and (sig_ids.min() < 0 or sig_ids.max() >= len(sigs)):
+        raise InputError("structure refers to a signature that does not exist", field="structure")
+    groups = canary["groups"]
+    names = sorted(groups)
+    if {s["group"] for s in sigs} - set(names):
+        raise InputError("a signature names a group missing from groups", field="groups")
+    gidx = {g: i for i, g in enumerate(names)}
+    sizes_by_group = np.array([len(groups[g]) for g in names], dtype=np.int64)
+    flat_ranks = np.array([r for g in names for r in groups[g]], dtype=np.int64)
+    gstart = np.concatenate(([0], np.cumsum(sizes_by_group)[:-1]))
+    sig_group = np.array([gidx[s["group"]] for s in sigs], dtype=np.int64)
+    occ_group = sig_group[sig_ids]
+    sizes = sizes_by_group[occ_group]
+    if int(sizes.sum()) > MAX_EXPAND_MEMBERS:
+        raise ResourceLimitExceeded("canary expands to too many member events", field="groups")
+    member_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=member_offsets[1:])
+    ranks = flat_ranks[member_positions(gstart[occ_group], sizes)]
+    values = {}
+    masks = {}
+    for name in FIELDS:
+        stream = canary["timing"].get(name)
+        if stream is None:
+            if name != "skew" or canary["source"]["skew_known"]:
+                raise InputError(f"timing stream {name} is missing", field=f"timing.{name}")
+            continue
+        values[name], masks[name] = timing.decode_stream(name, stream, n, member_offsets)
+    tail = timing.decode_bool(canary["flags"]["tail"])
+    if len(tail) != n:
+        raise InputError(f"tail flags cover {len(tail)} occurrences, not {n}", field="flags.tail")
+    _check_reductions(records)
+    return Decoded(sig_ids, sizes, member_offsets, ranks, values, masks, tail)
+
+
+def _check_reductions(records: list[dict]) -> None:
+    for i, rec in enumerate(records):
+        if "executed_reps" not in rec:
+            if int(rec.get("execute", rec["repeat"])) != int(rec["repeat"]):
+                raise InputError(
+                    "execute differs from repeat but no executed_reps", record=i, field="structure"
+                )
+            continue
+        reps = rec["executed_reps"]
+        whole = rec["whole_reps"]
+        repeat = int(rec["repeat"])
+        if (
+            any(b <= a for a, b in zip(reps, reps[1:], strict=False))
+            or not reps
+            or reps[0] < 0
+            or reps[-1] >= repeat
+        ):
+            raise InputError(
+                "executed_reps must be increasing repetition indices", record=i, field="structure"
+            )
+        if len(reps) != int(rec["execute"]) or not set(whole) <= set(reps):
+            raise InputError(
+                "execute / whole_reps do not match executed_reps", record=i, field="structure"
+            )
+        steady = len(reps) - len(whole)
+        want = (repeat - len(whole)) / steady if steady else None
+        if want is None or abs(float(rec["steady_weight"]) - want) > 1e-9 * max(1.0, want):
+            raise InputError(
+                "steady_weight does not make the weights sum to repeat", record=i, field="structure"
+            )
+
+
+def expand_canary(canary: dict, executed: bool = False) -> Program:
+    """The program a canary stands for (logical) or runs (executed)."""
+    d = decode_canary(canary)
+    n = len(d.sig_ids)
+    cols = _signature_columns(canary, d.sig_ids)
+    sizes, ranks, values, masks, tail = d.sizes, d.ranks, d.values, d.masks, d.tail
+    skew_known = bool(canary["source"]["skew_known"])
+    occurrences = {
+        **cols,
+        "group_size": sizes,
+        "gap_ns": values["gap"],
+        "overlap_ns": values["overlap"],
+        "has_overlap": masks["overlap"],
+        "latency_ns": values["latency"],
+        "has_latency": masks["latency"],
+        "tail": tail,
+    }
+    members = {
+        "occ": np.repeat(np.arange(n, dtype=np.int64), sizes),
+        "rank": ranks,
+        "skew_ns": values["skew"] if skew_known else np.zeros(len(ranks), dtype=np.int64),
+    }
+    notes = tuple(canary["source"].get("notes", [])) + (
+        f"expanded ({'executed' if executed else 'logical'}) from a {canary['timing_mode']} "
+        f"canary of source {canary['source']['digest']}",
+    )
+    program = make_program(
+        occurrences,
+        members,
+        world_size=int(canary["source"]["world_size"]),
+        skew_known=skew_known,
+        skew_reason=canary["source"].get("skew_reason"),
+        notes=notes,
+    )
+    if not executed:
+        return program
+    from tracecanary.compile.execution import executed_selection
+
+    idx, weights = executed_selection(canary)
+    return select_occurrences(program, idx, weights)
+
+
+def select_occurrences(program: Program, idx: np.ndarray, weights: np.ndarray) -> Program:
+    """The occurrences ``idx`` (in that order) renumbered 0.., with the given weights."""
+    occ = program.occurrences.iloc[idx].reset_index(drop=True)
+    occ["occ"] = np.arange(len(idx), dtype=np.int64)
+    occ["weight"] = np.asarray(weights, dtype=np.float64)
+    occ["logical_occ"] = np.asarray(idx, dtype=np.int64)
+    mem = program.members
+    mocc = mem["occ"].to_numpy(dtype=np.int64)
+    counts = np.bincount(mocc, minlength=program.n)
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    pos = member_positions(offsets[idx], counts[idx])
+    new_mem = pd.DataFrame(
+        {
+            "occ": np.repeat(np.arange(len(idx), dtype=np.int64), counts[idx]),
+            "rank": mem["rank"].to_numpy(dtype=np.int64)[pos],
+            "skew_ns": mem["skew_ns"].to_numpy(dtype=np.int64)[pos],
+        }
+    )
+    return Program(
+        occurrences=occ,
+        members=new_mem,
+        world_size=program.world_size,
+        skew_known=program.skew_known,
+        skew_reason=program.skew_reason,
+        notes=program.notes,
+    )

@@ -1,0 +1,234 @@
+"""Canonical serialization of a normalized source program, its digest and segment
+commitments: the bytes every receipt in a canary refers to.
+
+Format ``tracecanary.source/v1``: a header line, then one line per occurrence, each the
+canonical JSON (``tracecanary.canonical.canonical_json_bytes``, newline-terminated) of::
+
+    {"bytes", "dtype", "gap_ns", "group", "group_size", ["latency_ns"], "members",
+     "occ", "op", ["overlap_ns"], "phase", "root", "stream", "tail", "weight"}
+
+``members`` lists the occurrence's members in rank order as ``[rank, skew_ns]``, or as
+``[rank]`` when the program's skew is unknown (skew is omitted, never written as 0).
+``latency_ns`` / ``overlap_ns`` are present only where measured (never 0 for unmeasured).
+The header is the canonical JSON of ``{"format", "occurrences", "skew_known",
+"skew_reason", "world_size"}``. Program notes are provenance text and are not covered.
+
+Digests (SHA-256, hex):
+- ``source_digest``: header line + every occurrence line.
+- ``segment_commitment(start, stop)``: the canonical JSON line
+  ``{"format":"tracecanary.segment/v1","start":S,"stop":E}`` followed by the lines of
+  occurrences [start, stop). It depends only on those occurrences and the range, so a
+  third party holding the source recomputes it without the canary's help.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from tracecanary.canonical import canonical_json_bytes
+from tracecanary.compile import jsonvec as jv
+from tracecanary.program import Program
+
+SOURCE_FORMAT = "tracecanary.source/v1"
+SEGMENT_FORMAT = "tracecanary.segment/v1"
+
+
+def source_header(program: Program, occurrences: int | None = None) -> bytes:
+    """The header line of the serialization (of the first ``occurrences`` occurrences)."""
+    return canonical_json_bytes(
+        {
+            "format": SOURCE_FORMAT,
+            "occurrences": int(program.n if occurrences is None else occurrences),
+            "skew_known": bool(program.skew_known),
+            "skew_reason": program.skew_reason,
+            "world_size": int(program.world_size),
+        }
+    )
+
+
+def segment_header(start: int, stop: int) -> bytes:
+    """``canonical_json_bytes({"format": SEGMENT_FORMAT, "start": S, "stop": E})``,
+    formatted directly (it is computed once per interval)."""
+    return f'{{"format":"{SEGMENT_FORMAT}","start":{int(start)},"stop":{int(stop)}}}\n'.encode()
+
+
+@dataclass(frozen=True)
+class SourceSerialization:
+    """The serialized lines of one program: ``data[offsets[i]:offsets[i+1]]`` is line i."""
+
+    program: Program
+    data: memoryview
+    offsets: np.ndarray
+    _segments: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def n(self) -> int:
+        return len(self.offsets) - 1
+
+    def line(self, i: int) -> bytes:
+        return bytes(self.data[self.offsets[i] : self.offsets[i + 1]])
+
+    def size_bytes(self, occurrences: int | None = None) -> int:
+        """Byte size of the serialization of the first ``occurrences`` occurrences
+        (header included), i.e. of the prefix program's own serialization."""
+        stop = self.n if occurrences is None else int(occurrences)
+        return len(source_header(self.program, stop)) + int(self.offsets[stop])
+
+    def digest(self, occurrences: int | None = None) -> str:
+        """``source_digest`` of the program (or of its prefix of ``occurrences``)."""
+        stop = self.n if occurrences is None else int(occurrences)
+        key = ("digest", stop)
+        got = self._segments.get(key)
+        if got is None:
+            h = hashlib.sha256(source_header(self.program, stop))
+            h.update(self.data[: self.offsets[stop]])
+            got = self._segments[key] = h.hexdigest()
+        return got
+
+    def segment(self, start: int, stop: int) -> str:
+        """``segment_commitment`` of occurrences [start, stop)."""
+        if not 0 <= start <= stop <= self.n:
+            raise ValueError(f"segment [{start}, {stop}) outside 0..{self.n}")
+        key = (int(start), int(stop))
+        got = self._segments.get(key)
+        if got is None:
+            h = hashlib.sha256(segment_header(start, stop))
+            h.update(self.data[self.offsets[start] : self.offsets[stop]])
+            got = self._segments[key] = h.hexdigest()
+        return got
+
+
+CHUNK_OCCURRENCES = 1 << 18
+
+
+def _codes(column) -> tuple[np.ndarray, jv.pa.Array]:
+    """(code per row, JSON literal per code) of a string column."""
+    codes, uniques = pd.factorize(column, sort=False)
+    literals = jv.pa.array(
+        [json.dumps(str(u), ensure_ascii=False) for u in uniques], type=jv.STRING
+    )
+    return codes.astype(np.int64), literals
+
+
+def serialize_source(program: Program) -> SourceSerialization:
+    """Serialize every occurrence line (vectorized, in chunks of rows so temporaries stay
+    small; about a second per million occurrences of 8 members)."""
+    occ = program.occurrences
+    mem = program.members
+    n = program.n
+    member_occ = mem["occ"].to_numpy(dtype=np.int64)
+    if len(member_occ) and (np.diff(member_occ) < 0).any():
+        raise ValueError("program members are not sorted by occurrence")
+    counts = np.bincount(member_occ, minlength=n) if len(member_occ) else np.zeros(n, np.int64)
+    if len(counts) > n:
+        raise ValueError("program members refer to occurrences beyond the table")
+    member_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=member_offsets[1:])
+    ranks = mem["rank"].to_numpy(dtype=np.int64)
+    skew = mem["skew_ns"].to_numpy(dtype=np.int64) if program.skew_known else None
+    ints = {
+        c: occ[c].to_numpy(dtype=np.int64)
+        for c in ("bytes", "gap_ns", "group_size", "occ", "root", "latency_ns", "overlap_ns")
+    }
+    bools = {c: occ[c].to_numpy(dtype=bool) for c in ("has_latency", "has_overlap", "tail")}
+    weight = occ["weight"].to_numpy(dtype=np.float64)
+    strings = {c: _codes(occ[c]) for c in ("dtype", "group", "op", "phase", "stream")}
+
+    data = bytearray()
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    for lo in range(0, n, CHUNK_OCCURRENCES):
+        hi = min(n, lo + CHUNK_OCCURRENCES)
+        m0, m1 = int(member_offsets[lo]), int(member_offsets[hi])
+        local = member_offsets[lo : hi + 1] - m0
+        first = np.zeros(m1 - m0, dtype=bool)
+        first[local[:-1][counts[lo:hi] > 0]] = True
+        prefix = jv.pa.array([",[", "["], type=jv.STRING).take(jv.pa.array(first.view(np.int8)))
+        if skew is not None:
+            elements = jv.concat(
+                prefix, jv.int_text(ranks[m0:m1]), ",", jv.int_text(skew[m0:m1]), "]"
+            )
+        else:
+            elements = jv.concat(prefix, jv.int_text(ranks[m0:m1]), "]")
+        members = jv.regroup(elements, local)
+
+        def num(c, lo=lo, hi=hi):
+            return jv.int_text(ints[c][lo:hi])
+
+        def text(c, lo=lo, hi=hi):
+            codes, literals = strings[c]
+            return literals.take(jv.pa.array(codes[lo:hi]))
+
+        latency = jv.optional(
+            bools["has_latency"][lo:hi], jv.concat(',"latency_ns":', num("latency_ns"))
+        )
+        overlap = jv.optional(
+            bools["has_overlap"][lo:hi], jv.concat(',"overlap_ns":', num("overlap_ns"))
+        )
+        lines = jv.concat(
+            '{"bytes":', num("bytes"),
+            ',"dtype":', text("dtype"),
+            ',"gap_ns":', num("gap_ns"),
+            ',"group":', text("group"),
+            ',"group_size":', num("group_size"),
+            latency,
+            ',"members":[', members,
+            '],"occ":', num("occ"),
+            ',"op":', text("op"),
+            overlap,
+            ',"phase":', text("phase"),
+            ',"root":', num("root"),
+            ',"stream":', text("stream"),
+            ',"tail":', jv.bool_text(bools["tail"][lo:hi]),
+            ',"weight":', jv.float_text(weight[lo:hi]),
+            "}\n",
+        )  # fmt: skip
+        chunk, chunk_offsets = jv.buffer_and_offsets(lines)
+        offsets[lo + 1 : hi + 1] = len(data) + chunk_offsets[1:]
+        data += chunk
+    return SourceSerialization(program=program, data=memoryview(data), offsets=offsets)
+
+
+def source_digest(program: Program) -> str:
+    """SHA-256 of the canonical serialization of the whole program (header + lines)."""
+    return serialize_source(program).digest()
+
+
+def segment_commitment(program: Program, start: int, stop: int) -> str:
+    """SHA-256 commitment to occurrences [start, stop) of ``program`` and the range."""
+    return serialize_source(program).segment(start, stop)
+
+
+def occurrence_record(program: Program, i: int) -> dict:
+    """The dict whose canonical JSON is line i (the plain, per-row reference form)."""
+    row = program.occurrences.iloc[i]
+    mem = program.members[program.members["occ"] == i]
+    members = (
+        [[int(r), int(s)] for r, s in zip(mem["rank"], mem["skew_ns"], strict=True)]
+        if program.skew_known
+        else [[int(r)] for r in mem["rank"]]
+    )
+    rec = {
+        "bytes": int(row["bytes"]),
+        "dtype": str(row["dtype"]),
+        "gap_ns": int(row["gap_ns"]),
+        "group": str(row["group"]),
+        "group_size": int(row["group_size"]),
+        "members": members,
+        "occ": int(row["occ"]),
+        "op": str(row["op"]),
+        "phase": str(row["phase"]),
+        "root": int(row["root"]),
+        "stream": str(row["stream"]),
+        "tail": bool(row["tail"]),
+        "weight": float(row["weight"]),
+    }
+    if bool(row["has_latency"]):
+        rec["latency_ns"] = int(row["latency_ns"])
+    if bool(row["has_overlap"]):
+        rec["overlap_ns"] = int(row["overlap_ns"])
+    return rec
