@@ -1,0 +1,99 @@
+"""``tracecanary sweep --collective C --min-bytes A --max-bytes B -o LADDER/``: an
+nccl-tests-style ladder through real collectives, kept as an attempt archive (kind
+``sweep``). ``--print-table`` prints the nccl-tests table computed from the rows.
+
+Exit codes: 0 complete; 1 the attempt failed (a rank died or hung, or a rung failed its
+data-correctness check; the archive is still written, marked failed); 2 bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tracecanary.errors import RunFailed
+from tracecanary.parquet_io import read_parquet
+from tracecanary.physical.config import default_configs_path
+from tracecanary.physical.launch import Topology
+from tracecanary.physical.sweep import COLLECTIVES, format_table, parse_size, run_sweep
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="nccl-tests-style size ladder through real collectives",
+        description=__doc__,
+    )
+    p.add_argument("--collective", required=True, choices=COLLECTIVES)
+    p.add_argument("--min-bytes", default="1", help="smallest total buffer (e.g. 1, 8, 1K)")
+    p.add_argument("--max-bytes", default="64M", help="largest total buffer (e.g. 64M, 1G)")
+    p.add_argument("--factor", type=float, default=2.0, help="size multiplier between rungs")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--cycles", type=int, default=1)
+    p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    p.add_argument("--nproc", type=int, required=True, help="ranks per node")
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=None)
+    p.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT")
+    p.add_argument("--rdzv-id", default=None)
+    p.add_argument(
+        "--physical-config", default=None, metavar="NAME", help="env and mode (not fused)"
+    )
+    p.add_argument("--physical-configs", default=None, metavar="YAML")
+    p.add_argument("--timeout", type=float, default=1800.0, metavar="S")
+    p.add_argument("--print-table", action="store_true", help="print the nccl-tests table")
+    p.add_argument(
+        "--fault",
+        default=None,
+        metavar="SPEC",
+        help="TEST AID: kill-rank=R | hang-rank=R | corrupt-rank=R",
+    )
+    p.add_argument("-o", "--output", required=True, metavar="LADDER")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    topology = Topology(
+        nproc=args.nproc,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        rdzv_endpoint=args.rdzv_endpoint,
+        rdzv_id=args.rdzv_id,
+    )
+    configs = None
+    if args.physical_config is not None:
+        configs = args.physical_configs or default_configs_path()
+    doc = run_sweep(
+        args.output,
+        collective=args.collective,
+        min_bytes=parse_size(args.min_bytes, "--min-bytes"),
+        max_bytes=parse_size(args.max_bytes, "--max-bytes"),
+        factor=args.factor,
+        dtype=args.dtype,
+        backend=args.backend,
+        topology=topology,
+        warmup=args.warmup,
+        iters=args.iters,
+        cycles=args.cycles,
+        configs_path=configs,
+        config_name=args.physical_config,
+        timeout_s=args.timeout,
+        fault=args.fault,
+        progress=sys.stderr,
+    )
+    if doc is None:
+        return 0
+    if args.print_table and doc["rows_file"]:
+        rows = read_parquet(Path(args.output) / doc["rows_file"]).to_pandas()
+        sys.stdout.write(format_table(rows, doc))
+    if doc["status"] != "complete":
+        raise RunFailed(
+            f"sweep failed: {doc['reason']} (evidence kept in {args.output})", file=args.output
+        )
+    print(
+        f"{args.output}: {doc['status']}, {doc['rows']} rows, {len(doc['sweep']['rungs_bytes'])} rungs",
+        file=sys.stderr,
+    )
+    return 0

@@ -1,0 +1,73 @@
+"""Named physical configurations (``config/physical.yaml``, schemas/physical.schema.json).
+
+``resolve_config`` returns the record written into ``attempt.json`` as
+``physical_config``: ``{name, description, mode, env, op_barrier, chunks?,
+bucket_bytes?, backends?}`` with defaults made explicit (``op_barrier`` false).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from tracecanary.errors import InputError
+from tracecanary.schemas import validate
+
+REPO_CONFIG = Path(__file__).resolve().parents[3] / "config" / "physical.yaml"
+DEFAULT_CONFIG_PATH = Path("config") / "physical.yaml"
+
+
+def default_configs_path() -> Path:
+    """``config/physical.yaml`` in the working directory, else the repository's copy."""
+    return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.is_file() else REPO_CONFIG
+
+
+def load_configs(path: str | Path) -> dict:
+    """The validated configuration document."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror}", file=str(path)) from err
+    except yaml.YAMLError as err:
+        raise InputError(f"not valid YAML: {err}".replace("\n", " "), file=str(path)) from err
+    validate(doc, "physical", file=str(path))
+    default = doc.get("default")
+    if default is not None and default not in doc["configs"]:
+        raise InputError(
+            f"default {default!r} is not a configuration", file=str(path), field="default"
+        )
+    return doc
+
+
+def resolve_config(path: str | Path, name: str | None, backend: str) -> dict:
+    """The named configuration (or the document's default, else ``native``) for ``backend``."""
+    doc = load_configs(path)
+    configs = doc["configs"]
+    chosen = name or doc.get("default") or "native"
+    if chosen not in configs:
+        raise InputError(
+            f"no physical configuration {chosen!r} (have: {', '.join(sorted(configs))})",
+            file=str(path),
+            field="configs",
+        )
+    cfg = configs[chosen]
+    backends = cfg.get("backends")
+    if backends is not None and backend not in backends:
+        raise InputError(
+            f"configuration {chosen!r} is for {backends}, not {backend!r}",
+            file=str(path),
+            field=f"configs/{chosen}/backends",
+        )
+    record = {
+        "name": chosen,
+        "description": cfg.get("description", ""),
+        "mode": cfg["mode"],
+        "env": dict(sorted(cfg["env"].items())),
+        "op_barrier": bool(cfg.get("op_barrier", False)),
+    }
+    for key in ("chunks", "bucket_bytes", "backends"):
+        if key in cfg:
+            record[key] = cfg[key]
+    return record

@@ -1,0 +1,120 @@
+"""What an attempt ran on: captured per rank (in the worker) and once (in the launcher).
+
+``environment.json`` (schemas/environment.schema.json) = the launcher's record plus one
+record per rank: host, SLURMD_NODENAME when set, device, CPU model, the rank's
+NCCL_*/GLOO_*/OMP_*/SLURM_*/TORCH_NCCL_*/TORCH_DISTRIBUTED_* variables and
+CUDA_VISIBLE_DEVICES, and the NCCL version the rank's torch was built with (nccl only).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+import tracecanary
+
+ENV_PREFIXES = ("NCCL_", "GLOO_", "OMP_", "SLURM_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_")
+ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+
+
+def captured_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The variables that can change how collectives run, sorted by name."""
+    environ = os.environ if environ is None else environ
+    return {k: environ[k] for k in sorted(environ) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
+
+
+def cpu_model() -> str:
+    """``model name`` from /proc/cpuinfo, else platform.processor(), else "unknown"."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def nccl_version() -> str | None:
+    if not torch.cuda.is_available():
+        return None
+    try:
+        v = torch.cuda.nccl.version()
+    except Exception:  # noqa: BLE001 - a build without NCCL has no version to report
+        return None
+    return ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+
+
+def rank_record(rank: int, local_rank: int, backend: str, device: torch.device) -> dict:
+    """One rank's environment (called inside the worker, after device selection)."""
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        dev = {
+            "type": "cuda",
+            "index": device.index,
+            "name": props.name,
+            "total_memory_bytes": int(props.total_memory),
+            "uuid": str(getattr(props, "uuid", "")),
+        }
+    else:
+        dev = {"type": "cpu", "index": None, "name": cpu_model()}
+    return {
+        "rank": rank,
+        "local_rank": local_rank,
+        "host": socket.gethostname(),
+        "slurmd_nodename": os.environ.get("SLURMD_NODENAME"),
+        "pid": os.getpid(),
+        "device": dev,
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "nccl_version": nccl_version() if backend == "nccl" else None,
+        "env": captured_env(),
+    }
+
+
+def git_commit(path: Path | None = None) -> tuple[str | None, bool | None]:
+    """``(commit, dirty)`` of the checkout holding the package, ``(None, None)`` if none."""
+    where = path or Path(tracecanary.__file__).resolve().parent
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(where), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    return commit or None, bool(status.strip())
+
+
+def launcher_record(backend: str) -> dict:
+    """The launcher host's view: versions and platform (rank records are added later)."""
+    commit, dirty = git_commit()
+    return {
+        "tracecanary": {"version": tracecanary.__version__, "commit": commit, "dirty": dirty},
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "torch": {
+            "version": torch.__version__,
+            "cuda": torch.version.cuda,
+            "git_version": getattr(torch.version, "git_version", None),
+        },
+        "backend": backend,
+        "launcher_host": socket.gethostname(),
+        "launcher_cpu_model": cpu_model(),
+        "launcher_env": captured_env(),
+    }
