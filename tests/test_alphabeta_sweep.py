@@ -179,3 +179,21 @@ def test_real_gloo_sweep_archive_is_read_and_fitted(tmp_path):
     assert [r["bytes"] for r in ladder["rungs"]] == [1024, 4096, 16384, 65536]
     assert all(r["correctness_checked"] and r["excluded"] is None for r in ladder["rungs"])
     assert doc["inputs"][0]["kind"] == "sweep_archive"
+
+
+@pytest.mark.slow
+def test_real_sweep_with_corrupted_data_is_read_and_its_rungs_excluded(tmp_path):
+    """A sweep whose ranks all finished but whose data check failed (corrupt-rank test aid)
+    is evidence: alpha/beta reads it and excludes the failed rungs, never fits them."""
+    archive = tmp_path / "ladder"
+    args = ["sweep", "--collective", "all_reduce", "--min-bytes", "1K", "--max-bytes", "16K"]
+    args += ["--factor", "4", "--iters", "2", "--cycles", "1", "--warmup", "1"]
+    args += ["--backend", "gloo", "--nproc", "2", "--fault", "corrupt-rank=1", "-o", str(archive)]
+    assert main(args) == 1
+    attempt = json.loads((archive / "attempt.json").read_text())
+    assert attempt["status"] == "failed" and attempt["correctness"]["incorrect_rows"] > 0
+    out = tmp_path / "fit.json"
+    assert main(["alphabeta", str(archive), "-o", str(out)]) == 0
+    (ladder,) = json.loads(out.read_text())["ladders"]
+    assert [r["excluded"] for r in ladder["rungs"]] == ["correctness_failed"] * 3
+    assert ladder["fits"]["global"]["beta_gbps"] is None

@@ -12,7 +12,8 @@ nccl-tests semantics: per iteration the latency is the max over ranks; a cycle's
 the mean of its iterations; ``wrong`` counts the (iteration, rank) rows not correct, so a
 rung with any incorrect row is excluded downstream as ``correctness_failed``.
 
-Refusals (exit 2): status other than complete, a rows.parquet whose SHA-256 differs from
+Refusals (exit 2): status other than complete (a run where every rank finished but some rows
+failed the data check is read: those rungs are excluded as correctness_failed), a rows.parquet whose SHA-256 differs from
 the one attempt.json records under ``files`` (when it records one), wrong format/kind, a missing or mistyped
 column, nulls, an unknown collective, non-positive latency, a rank outside the world, a
 duplicate or missing rank in an iteration, and mixed world sizes within one
@@ -81,7 +82,14 @@ def read_attempt(path: Path) -> dict:
         raise ImportRefused(
             f"kind {attempt.get('kind')!r} is not 'sweep'", file=str(attempt_file), field="kind"
         )
-    if attempt.get("status") != "complete":
+    correctness_only = (
+        attempt.get("status") == "failed"
+        and (attempt_file.parent / "rows.parquet").is_file()
+        and (attempt.get("correctness") or {}).get("incorrect_rows", 0) > 0
+    )
+    # every rank finished and only the data check failed: the rows are evidence, and the
+    # failed rungs are excluded as correctness_failed below
+    if attempt.get("status") != "complete" and not correctness_only:
         raise ImportRefused(
             f"status {attempt.get('status')!r}: only a complete sweep is evidence for a fit",
             file=str(attempt_file),
