@@ -89,8 +89,10 @@ def run_cli(capsys):
     return _run
 
 
-def make_tiny_campaign(workdir, events_per_rank: int = 300):
-    """A 4-rank decode capture set + calibration + config/tiny.yaml under ``workdir``."""
+def make_tiny_campaign(workdir, events_per_rank: int = 300, *, with_alphabeta: bool = True):
+    """A 4-rank decode capture set + calibration + config/tiny.yaml under ``workdir``
+    (compile, verify, search, replay, compare, summary; one real nccl-tests ladder for
+    alpha/beta plots when ../shared is present)."""
     docs, calibration = build_decode(DecodeSpec(events_per_rank=events_per_rank))
     captures = []
     for rank, doc in enumerate(docs):
@@ -109,8 +111,20 @@ def make_tiny_campaign(workdir, events_per_rank: int = 300):
                 "calibration": "resources/calibration.json",
             }
         ],
+        "backends": "config/backends.yaml",
+        "tolerances": "config/tolerances.yaml",
+        "compile": {"budgets": ["8us"]},
+        "search": {"budgets": "0,8,64"},
     }
+    sample = SHARED / "nccltests_samples" / "polaris_a100_8rank_all_reduce.txt"
+    if with_alphabeta and sample.exists():
+        (workdir / "resources" / "nccltests.txt").write_bytes(sample.read_bytes())
+        config["alphabeta"] = {
+            "external": [{"id": "polaris_all_reduce", "path": "resources/nccltests.txt"}]
+        }
     (workdir / "config").mkdir()
+    for name in ("backends.yaml", "tolerances.yaml"):
+        (workdir / "config" / name).write_bytes((REPO / "config" / name).read_bytes())
     (workdir / "config" / "tiny.yaml").write_text(yaml.safe_dump(config))
 
 
@@ -125,10 +139,20 @@ def run_snakemake(workdir, *extra, configfile="config/tiny.yaml"):
         "--directory",
         str(workdir),
         "--configfile",
-        "config/tiny.yaml",
+        configfile,
         "--cores",
         "1",
         "--quiet",
         *extra,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=workdir)
+
+
+@pytest.fixture(scope="session")
+def tiny_campaign(tmp_path_factory):
+    """One real run of the tiny campaign, shared by the tests that only read it."""
+    workdir = tmp_path_factory.mktemp("tiny-campaign")
+    make_tiny_campaign(workdir)
+    run = run_snakemake(workdir)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return workdir

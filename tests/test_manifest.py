@@ -6,7 +6,7 @@ import json
 import shutil
 
 import pytest
-from conftest import make_tiny_campaign, run_snakemake
+from conftest import run_snakemake
 
 from tracecanary.canonical import sha256_file
 
@@ -14,13 +14,9 @@ pytestmark = pytest.mark.slow
 MANIFEST = "results/tiny/manifest.json"
 
 
-@pytest.fixture(scope="module")
-def campaign(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("campaign")
-    make_tiny_campaign(workdir)
-    run = run_snakemake(workdir)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return workdir
+@pytest.fixture
+def campaign(tiny_campaign):
+    return tiny_campaign
 
 
 @pytest.fixture

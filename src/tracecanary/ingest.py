@@ -56,26 +56,35 @@ def is_jsonl(path: str | os.PathLike) -> bool:
 
 
 @dataclass
-class _RankState:
-    last_seq: int = -1
-    last_issue: int = 0
-    seen: bool = False
-
-
-@dataclass
 class _TraceState:
     """What the checks carry across batches and files."""
 
     groups: dict[str, list[int]]
     clocks: dict[int, str]
     world_size: int
-    ranks: dict[int, _RankState] = field(default_factory=dict)
     events: int = 0
     ts_present: int = 0
     ts_absent: int = 0
     # first (file, record) lacking ts_ns / gap_ns, for the end-of-trace semantics check
     first_without_ts: tuple[str, int] | None = None
     first_without_gap: tuple[str, int] | None = None
+    # per rank: last seq and issue time seen, and whether any event was seen
+    last_seq: np.ndarray = field(init=False)
+    last_issue: np.ndarray = field(init=False)
+    seen: np.ndarray = field(init=False)
+    member: np.ndarray = field(init=False)
+    declared: pa.Array = field(init=False)
+    clock: pa.Array = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.last_seq = np.full(self.world_size, -1, dtype=np.int64)
+        self.last_issue = np.zeros(self.world_size, dtype=np.int64)
+        self.seen = np.zeros(self.world_size, dtype=bool)
+        self.declared = pa.array(list(self.groups), type=pa.string())
+        self.member = np.zeros((len(self.groups), self.world_size), dtype=bool)
+        for g, ranks in enumerate(self.groups.values()):
+            self.member[g, ranks] = True
+        self.clock = pa.array([self.clocks[r] for r in range(self.world_size)], type=pa.string())
 
 
 def _header_and_batches(
@@ -165,6 +174,104 @@ def _refuse_at(path: str, first_index: int, row: int, field: str, message: str, 
     raise cls(message, file=path, record=first_index + row, field=field)
 
 
+def _segment_shift(values: np.ndarray, starts: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """``values`` shifted by one inside each segment (segments begin at ``starts``), the
+    first element of each segment taken from ``first``."""
+    out = np.empty_like(values)
+    out[1:] = values[:-1]
+    out[starts] = first
+    return out
+
+
+def _issue_times(
+    path: str,
+    first_index: int,
+    rank: np.ndarray,
+    seq: np.ndarray,
+    ts: np.ndarray,
+    gap: np.ndarray,
+    has_ts: np.ndarray,
+    has_gap: np.ndarray,
+    state: _TraceState,
+) -> np.ndarray:
+    """Per-rank ``seq`` order and issue times of one batch, vectorized over all ranks.
+
+    Works on the batch sorted by rank (stable, so file order within a rank); segment-wise
+    cumulative sums carry each rank's last issue time across batches. Refusals name the
+    same event the per-rank scan would: the lowest rank with a fault, and in it the
+    first ``seq`` fault, else the first backwards timestamp, else the first
+    contradicting gap."""
+    n = rank.size
+    issue = np.empty(n, dtype=np.int64)
+    if n == 0:
+        return issue
+    order = np.argsort(rank, kind="stable")
+    r_sorted = rank[order]
+    starts = np.flatnonzero(np.concatenate(([True], r_sorted[1:] != r_sorted[:-1])))
+    seg_rank = r_sorted[starts]
+    seg_id = np.repeat(np.arange(starts.size), np.diff(np.append(starts, n)))
+    pos = np.arange(n) - starts[seg_id]  # position inside the rank's segment
+    s, t, g = seq[order], ts[order], gap[order]
+    hts, hgap = has_ts[order], has_gap[order]
+
+    prev_seq = _segment_shift(s, starts, state.last_seq[seg_rank])
+    seq_bad = s <= prev_seq
+    # issue = last timestamp at or before the event + the gaps since; else the rank's
+    # previous issue + the gaps since the segment start
+    cum_all = np.cumsum(g)
+    cum = cum_all - np.repeat(cum_all[starts] - g[starts], np.diff(np.append(starts, n)))
+    last_ts = np.maximum.accumulate(np.where(hts, np.arange(n), -1))
+    in_seg = last_ts >= starts[seg_id]
+    anchor = np.maximum(last_ts, 0)
+    base = np.where(in_seg, t[anchor] - cum[anchor], state.last_issue[r_sorted])
+    seg_issue = np.where(hts, t, base + cum)
+    prev_issue = _segment_shift(seg_issue, starts, state.last_issue[seg_rank])
+    has_prev = (pos > 0) | state.seen[r_sorted]
+    back_bad = has_prev & hts & (t < prev_issue)
+    contra_bad = has_prev & hts & hgap & (g != t - prev_issue)
+    bad = seq_bad | back_bad | contra_bad
+    if bad.any():
+        seg = seg_id[int(np.flatnonzero(bad)[0])]
+        lo = starts[seg]
+        hi = starts[seg + 1] if seg + 1 < starts.size else n
+        r = int(seg_rank[seg])
+        faults = ((seq_bad, "seq"), (back_bad, "ts"), (contra_bad, "gap"))
+        mask, kind = next((m, name) for m, name in faults if m[lo:hi].any())
+        k = lo + int(np.flatnonzero(mask[lo:hi])[0])
+        i = int(order[k])
+        if kind == "seq":
+            _refuse_at(
+                path,
+                first_index,
+                i,
+                "seq",
+                f"seq {seq[i]} of rank {r} does not increase (previous {prev_seq[k]}); duplicate or out-of-order event",
+            )
+        if kind == "ts":
+            _refuse_at(
+                path,
+                first_index,
+                i,
+                "ts_ns",
+                f"timestamp goes backwards on rank {r} ({ts[i]} < previous issue {prev_issue[k]})",
+                TimingError,
+            )
+        _refuse_at(
+            path,
+            first_index,
+            i,
+            "gap_ns",
+            f"gap_ns {g[k]} contradicts ts_ns (difference to the previous event is {t[k] - prev_issue[k]})",
+            TimingError,
+        )
+    issue[order] = seg_issue
+    ends = np.append(starts[1:], n) - 1
+    state.last_seq[seg_rank] = s[ends]
+    state.last_issue[seg_rank] = seg_issue[ends]
+    state.seen[seg_rank] = True
+    return issue
+
+
 def _check_batch(
     path: str, first_index: int, batch: pa.RecordBatch, state: _TraceState
 ) -> pa.RecordBatch:
@@ -214,7 +321,7 @@ def _check_batch(
 
     rank = np.asarray(col["rank"])
     seq = np.asarray(col["seq"])
-    op = np.asarray(col["op"].to_numpy(zero_copy_only=False), dtype=object)
+    op = col["op"]
     group = col["group"]
 
     row = _first_false(rank < state.world_size)
@@ -226,7 +333,7 @@ def _check_batch(
             "rank",
             f"rank {rank[row]} outside world_size {state.world_size}",
         )
-    declared = pa.array(list(state.groups), type=pa.string())
+    declared = state.declared
     known_group = np.asarray(pc.is_in(group, value_set=declared))
     row = _first_false(known_group)
     if row is not None:
@@ -234,9 +341,7 @@ def _check_batch(
 
     # membership: encode (group index, rank) pairs and look them up
     gindex = np.asarray(pc.index_in(group, value_set=declared))
-    member = np.zeros((len(state.groups), state.world_size), dtype=bool)
-    for g, ranks in enumerate(state.groups.values()):
-        member[g, ranks] = True
+    member = state.member
     row = _first_false(member[gindex, rank])
     if row is not None:
         _refuse_at(
@@ -247,22 +352,22 @@ def _check_batch(
             f"rank {rank[row]} is not a member of group {group[row].as_py()!r}",
         )
 
-    is_p2p = np.isin(op, P2P_OPS)
-    is_rooted = np.isin(op, ROOTED_OPS)
+    is_p2p = np.asarray(pc.is_in(op, value_set=pa.array(P2P_OPS)))
+    is_rooted = np.asarray(pc.is_in(op, value_set=pa.array(ROOTED_OPS)))
     peer_valid = np.asarray(col["peer"].is_valid())
     root_valid = np.asarray(col["root"].is_valid())
     row = _first_false(~is_p2p | peer_valid)
     if row is not None:
-        _refuse_at(path, first_index, row, "peer", f"{op[row]} needs a peer rank")
+        _refuse_at(path, first_index, row, "peer", f"{op[row].as_py()} needs a peer rank")
     row = _first_false(is_p2p | ~peer_valid)
     if row is not None:
-        _refuse_at(path, first_index, row, "peer", f"peer is meaningless for {op[row]}")
+        _refuse_at(path, first_index, row, "peer", f"peer is meaningless for {op[row].as_py()}")
     row = _first_false(~is_rooted | root_valid)
     if row is not None:
-        _refuse_at(path, first_index, row, "root", f"{op[row]} needs a root rank")
+        _refuse_at(path, first_index, row, "root", f"{op[row].as_py()} needs a root rank")
     row = _first_false(is_rooted | ~root_valid)
     if row is not None:
-        _refuse_at(path, first_index, row, "root", f"root is meaningless for {op[row]}")
+        _refuse_at(path, first_index, row, "root", f"root is meaningless for {op[row].as_py()}")
     peer = np.asarray(col["peer"].fill_null(0))
     root = np.asarray(col["root"].fill_null(0))
     row = _first_false(
@@ -310,64 +415,9 @@ def _check_batch(
     if state.first_without_gap is None and not has_gap.all():
         state.first_without_gap = (path, first_index + _first_false(has_gap))
 
-    issue = np.empty(n, dtype=np.int64)
-    order = np.argsort(rank, kind="stable")
-    bounds = np.flatnonzero(np.diff(rank[order])) + 1
-    for seg in np.split(order, bounds):
-        r = int(rank[seg[0]])
-        st = state.ranks.setdefault(r, _RankState())
-        s = seq[seg]
-        prev_seq = np.concatenate(([st.last_seq], s[:-1]))
-        bad = np.flatnonzero(s <= prev_seq)
-        if bad.size:
-            i = seg[bad[0]]
-            _refuse_at(
-                path,
-                first_index,
-                int(i),
-                "seq",
-                f"seq {seq[i]} of rank {r} does not increase (previous {prev_seq[bad[0]]}); duplicate or out-of-order event",
-            )
-        t, g, hts, hgap = ts[seg], gap[seg], has_ts[seg], has_gap[seg]
-        cum = np.cumsum(g)
-        last_ts = np.maximum.accumulate(np.where(hts, np.arange(len(seg)), -1))
-        base = np.where(
-            last_ts >= 0, t[np.maximum(last_ts, 0)] - cum[np.maximum(last_ts, 0)], st.last_issue
-        )
-        seg_issue = base + cum
-        seg_issue = np.where(hts, t, seg_issue)
-        prev_issue = np.concatenate(([st.last_issue], seg_issue[:-1]))
-        has_prev = np.ones(len(seg), dtype=bool)
-        has_prev[0] = st.seen
-        back = np.flatnonzero(has_prev & hts & (t < prev_issue))
-        if back.size:
-            i = seg[back[0]]
-            _refuse_at(
-                path,
-                first_index,
-                int(i),
-                "ts_ns",
-                f"timestamp goes backwards on rank {r} ({ts[i]} < previous issue {prev_issue[back[0]]})",
-                TimingError,
-            )
-        contra = np.flatnonzero(has_prev & hts & hgap & (g != t - prev_issue))
-        if contra.size:
-            k = contra[0]
-            i = seg[k]
-            _refuse_at(
-                path,
-                first_index,
-                int(i),
-                "gap_ns",
-                f"gap_ns {g[k]} contradicts ts_ns (difference to the previous event is {t[k] - prev_issue[k]})",
-                TimingError,
-            )
-        issue[seg] = seg_issue
-        st.last_seq = int(s[-1])
-        st.last_issue = int(seg_issue[-1])
-        st.seen = True
+    issue = _issue_times(path, first_index, rank, seq, ts, gap, has_ts, has_gap, state)
     state.events += n
-    clock = pa.array([state.clocks[int(r)] for r in range(state.world_size)], type=pa.string())
+    clock = state.clock
     arrays = [batch.column(name) for name in EVENT_FIELDS]
     arrays.append(pa.array(issue, type=pa.int64()))
     arrays.append(pc.take(clock, pa.array(rank)))
@@ -500,7 +550,7 @@ def ingest_files(
             "clocks": {str(r): c for r, c in sorted(clocks.items())},
             "timing_semantics": timing,
             "events": state.events,
-            "ranks_seen": sorted(state.ranks),
+            "ranks_seen": np.flatnonzero(state.seen).tolist(),
             "sources": [{"path": Path(p).name, "sha256": sha256_file(p)} for p, _, _ in opened],
             "table_sha256": parquet_sha,
         }

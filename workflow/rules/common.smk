@@ -17,6 +17,8 @@ wildcard_constraints:
     which="source|canary",
     source="|".join(SOURCES),
     ladder="[A-Za-z0-9_.-]+",
+    program="canary|full",
+    rep="[0-9]+",
 
 
 def source_of(wildcards):
@@ -63,6 +65,8 @@ def provenance_targets():
             targets.append(f"results/{CAMPAIGN}/provenance/capture_kineto/{sid}.json")
             targets.append(f"results/{CAMPAIGN}/provenance/import_kineto/{sid}.json")
     targets += reduce_targets()
+    targets += physical_provenance()
+    targets += [f"results/{CAMPAIGN}/provenance/sweep/{w}.json" for w in SWEEPS]
     targets.append(f"results/{CAMPAIGN}/provenance/search_summary.json")
     return targets
 
@@ -118,5 +122,41 @@ def summary_inputs(wildcards):
     }
 
 
+PHYSICAL = config.get("physical", {})
+PHYSICAL_SOURCE = PHYSICAL.get("source") if PHYSICAL.get("source") in SOURCES else None
+SWEEPS = {w["id"]: w for w in PHYSICAL.get("sweeps", [])}
+for _sid in SWEEPS:
+    ALPHABETA[_sid] = {"id": _sid, "path": f"results/{CAMPAIGN}/sweeps/{_sid}"}
+
+
 def physical_summaries():
-    return []
+    return [f"results/{CAMPAIGN}/physical.json"] if PHYSICAL_SOURCE else []
+
+
+def physical_attempts(wildcards):
+    reps = range(1, PHYSICAL["repetitions"] + 1)
+    return [
+        f"results/{CAMPAIGN}/physical/{PHYSICAL_SOURCE}/{program}/{cfg}/rep{r}"
+        for cfg in PHYSICAL["configs"]
+        for r in reps
+        for program in ("canary", "full")
+    ]
+
+
+def physical_provenance():
+    if not PHYSICAL_SOURCE:
+        return []
+    out = [f"results/{CAMPAIGN}/provenance/export_param/{PHYSICAL_SOURCE}/{p}.json" for p in ("canary", "full")]
+    out += [
+        f"results/{CAMPAIGN}/provenance/replay_physical/{PHYSICAL_SOURCE}/{cfg}/rep{r}.json"
+        for cfg in PHYSICAL["configs"]
+        for r in range(1, PHYSICAL["repetitions"] + 1)
+    ]
+    out.append(f"results/{CAMPAIGN}/provenance/physical_report.json")
+    return out
+
+
+def get_export_input(wildcards):
+    if wildcards.program == "canary":
+        return {"program": f"results/{CAMPAIGN}/search/{wildcards.source}/canary.json"}
+    return source_inputs(wildcards) | {"program": source_table(wildcards)}

@@ -17,6 +17,13 @@ def register(sub) -> None:
     d.add_argument("--ranks-per-host", type=int, default=2)
     d.add_argument("--events-per-rank", type=int, default=20_500)
     d.add_argument("--seed", type=int, default=20261130)
+    d.add_argument(
+        "--layers", type=int, default=16, help="transformer layers (two all_reduces each per step)"
+    )
+    d.add_argument("--hidden", type=int, default=8192, help="hidden size (sets message bytes)")
+    d.add_argument("--requests", type=int, default=4)
+    d.add_argument("--prompt-tokens", type=int, default=2048)
+    d.add_argument("--tail-windows", type=int, default=6)
     d.add_argument("--format", choices=["jsonl.gz", "jsonl", "json"], default="jsonl.gz")
     d.set_defaults(func=run_decode)
     a = kinds.add_parser(
@@ -56,6 +63,11 @@ def run_decode(args) -> int:
         ranks_per_host=args.ranks_per_host,
         events_per_rank=args.events_per_rank,
         seed=args.seed,
+        layers=args.layers,
+        hidden=args.hidden,
+        requests=args.requests,
+        prompt_tokens=args.prompt_tokens,
+        tail_windows=args.tail_windows,
     )
     docs, calibration = build_decode(spec)
     out = Path(args.output)

@@ -37,13 +37,15 @@ class DecodeSpec:
     prompt_tokens: int = 2048
     seed: int = 20261130
     tail_windows: int = 6
+    layers: int = LAYERS
+    hidden: int = HIDDEN
 
 
 def _step_template(spec: DecodeSpec) -> list[dict]:
     """One decode step's collectives with their exact within-step compute gaps."""
-    act = spec.decode_batch * HIDDEN * DTYPE_BYTES
+    act = spec.decode_batch * spec.hidden * DTYPE_BYTES
     step = []
-    for layer in range(LAYERS):
+    for layer in range(spec.layers):
         step.append(
             {
                 "op": "all_reduce",
@@ -81,7 +83,7 @@ def build_decode(spec: DecodeSpec = DecodeSpec()) -> tuple[list[dict], dict]:
     """(one tracecanary.trace/v1 document per rank, calibration document)."""
     rng = np.random.default_rng(spec.seed)
     step = _step_template(spec)
-    prefill_bytes = spec.prompt_tokens * HIDDEN * DTYPE_BYTES
+    prefill_bytes = spec.prompt_tokens * spec.hidden * DTYPE_BYTES
     # the occurrence program (shared by all ranks)
     ops: list[str] = []
     nbytes: list[int] = []
@@ -89,7 +91,7 @@ def build_decode(spec: DecodeSpec = DecodeSpec()) -> tuple[list[dict], dict]:
     phases: list[str] = []
     gaps: list[int] = []
     overlaps: list[int] = []
-    prefill_len = 2 * LAYERS
+    prefill_len = 2 * spec.layers
     decode_steps_total = max(
         1, (spec.events_per_rank - spec.requests * prefill_len) // len(step) + 1
     )
@@ -98,7 +100,7 @@ def build_decode(spec: DecodeSpec = DecodeSpec()) -> tuple[list[dict], dict]:
         for i in range(spec.requests)
     ]
     for req in range(spec.requests):
-        for layer in range(LAYERS):
+        for layer in range(spec.layers):
             for kind, gap in (("attn", 1_850_000), ("mlp", 2_400_000)):
                 ops.append("all_reduce")
                 nbytes.append(prefill_bytes)
@@ -174,8 +176,8 @@ def build_decode(spec: DecodeSpec = DecodeSpec()) -> tuple[list[dict], dict]:
                     ],
                     "workload": {
                         "kind": "decode",
-                        "layers": LAYERS,
-                        "hidden": HIDDEN,
+                        "layers": spec.layers,
+                        "hidden": spec.hidden,
                         "requests": spec.requests,
                     },
                 },

@@ -80,8 +80,20 @@ def _check(config: str, metric: str, source: float | None, canary: float | None,
     }
 
 
-def _latencies(program: Program, backends, names) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per configuration: (logical occurrence id, exposed latency) of every executed occurrence."""
+@dataclass(frozen=True)
+class Replay:
+    """One program replayed under the selected configurations: the report-style metric
+    blocks and, per configuration, (logical occurrence id, exposed latency) of every
+    executed occurrence. Computed once per program: a search verifies many canaries
+    against one source, and its replay does not change between them."""
+
+    metrics: dict[str, dict]
+    latencies: dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def replay_program(program: Program, backends, names=None) -> Replay:
+    """Prepare once, simulate every configuration once, summarize (see ``Replay``)."""
+    from tracecanary.sim.metrics import summarize
     from tracecanary.sim.report import run_configs
 
     prep, runs = run_configs(program, backends.select(names))
@@ -92,7 +104,10 @@ def _latencies(program: Program, backends, names) -> dict[str, tuple[np.ndarray,
         else occ["occ"].to_numpy(np.int64)
     )
     ids = logical[prep.occ]
-    return {name: (ids, result.latency_ns) for name, (_, result) in runs.items()}
+    return Replay(
+        metrics={name: summarize(prep, result, config) for name, (config, result) in runs.items()},
+        latencies={name: (ids, result.latency_ns) for name, (_, result) in runs.items()},
+    )
 
 
 def tail_recall(
@@ -108,9 +123,16 @@ def tail_recall(
     ids, lat = canary_lat
     k = max(10, math.ceil(0.01 * lat.size))
     threshold = np.sort(lat)[-min(k, lat.size)] if lat.size else 0
-    by_id = dict(zip(ids.tolist(), lat.tolist(), strict=True))
-    kept = sum(1 for t in tail_ids if t in by_id and by_id[t] >= threshold)
-    return kept / len(tail_ids)
+    # the latency of each tail id (its last executed occurrence, as a dict built in
+    # order would keep), found by binary search instead of a per-occurrence dict
+    wanted = np.asarray(tail_ids, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    pos = np.searchsorted(sorted_ids, wanted, side="right") - 1
+    safe = np.maximum(pos, 0)
+    found = (pos >= 0) & (sorted_ids[safe] == wanted) if ids.size else np.zeros(wanted.size, bool)
+    kept = found & (lat[order][safe] >= threshold) if ids.size else found
+    return int(np.count_nonzero(kept)) / len(tail_ids)
 
 
 def verify_behavior(
@@ -122,22 +144,26 @@ def verify_behavior(
     source_digest: str,
     canary_digest: str,
     config_names: list[str] | None = None,
+    source_replay: Replay | None = None,
 ) -> dict:
-    """The verification document (see module doc)."""
+    """The verification document (see module doc).
+
+    ``source_replay``: the source's ``replay_program`` under the same backends and
+    configuration names, when the caller already has it (the behavior search); it is
+    recomputed otherwise. It must come from this ``source``: the caller vouches."""
     from tracecanary.compile.expand import expand_canary
     from tracecanary.compile.verify import verify_commitments
     from tracecanary.sim.ranking import decision_mismatches, decisions
-    from tracecanary.sim.report import workload_metrics
 
     names = config_names or None
     executed = expand_canary(canary, executed=True)
     mismatches = verify_commitments(source, canary)
-    src_metrics = workload_metrics(source, backends, names)
-    can_metrics = workload_metrics(executed, backends, names)
+    src = source_replay if source_replay is not None else replay_program(source, backends, names)
+    can = replay_program(executed, backends, names)
+    src_metrics, src_lat = src.metrics, src.latencies
+    can_metrics, can_lat = can.metrics, can.latencies
     tol = tolerances.content
     checks: list[dict] = []
-    src_lat = _latencies(source, backends, names)
-    can_lat = _latencies(executed, backends, names)
     for config in src_metrics:
         s, c = src_metrics[config], can_metrics[config]
         for family in ("latency", "queue_wait"):

@@ -72,12 +72,21 @@ def search(
     config_names: list[str] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> SearchResult:
-    from tracecanary.compile.canary import canary_bytes, compile_program
+    from tracecanary.compile.canary import canary_bytes
+    from tracecanary.compile.canary import compile_program as compile_with
     from tracecanary.compile.execution import reduce_execution
-    from tracecanary.verify.behavior import verify_behavior
+    from tracecanary.compile.source import serialize_source
+    from tracecanary.verify.behavior import replay_program, verify_behavior
 
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     log: list[dict] = []
+    # computed once, not per candidate: the source's serialization (what every
+    # commitment hashes) and its replay under every configuration
+    serialization = serialize_source(program)
+    source_replay = replay_program(program, backends, config_names or None)
+
+    def compile_program(source: Program, **kwargs) -> dict:
+        return compile_with(source, serialization=serialization, **kwargs)
 
     def evaluate(
         stage: str, settings: dict, make: Callable[[], dict]
@@ -99,6 +108,7 @@ def search(
             source_digest=source_digest,
             canary_digest=sha256_bytes(data),
             config_names=config_names,
+            source_replay=source_replay,
         )
         stats = canary["stats"]
         entry.update(
