@@ -30,3 +30,12 @@ def test_every_stage_is_a_subcommand():
 def test_missing_input_file_is_one_line_exit_2(run_cli, tmp_path):
     code, _, err = run_cli("ingest", tmp_path / "nope.json", "-o", tmp_path / "o.parquet")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "no such file" in err
+
+
+def test_cli_collective_choices_match_the_stage_modules():
+    from tracecanary.alphabeta.ladder import COLLECTIVES as LADDER
+    from tracecanary.commands import alphabeta, sweep
+    from tracecanary.physical.sweep import COLLECTIVES as SWEEP
+
+    assert alphabeta.COLLECTIVES == LADDER
+    assert sweep.COLLECTIVES == SWEEP

@@ -10,11 +10,19 @@ from __future__ import annotations
 
 import argparse
 
-from tracecanary.alphabeta.analysis import AnalysisParams
-from tracecanary.alphabeta.fit import GateThresholds
-from tracecanary.alphabeta.ladder import COLLECTIVES
-from tracecanary.alphabeta.pipeline import compute, write_outputs
 from tracecanary.errors import InputError
+
+# the same tuple as tracecanary.alphabeta.ladder.COLLECTIVES (tests/test_cli.py pins it);
+# spelled out so that building the CLI does not import pandas and matplotlib
+COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "broadcast",
+    "reduce",
+    "sendrecv",
+)
 
 
 def register(sub) -> None:
@@ -78,7 +86,10 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _check_params(args) -> AnalysisParams:
+def _check_params(args):
+    from tracecanary.alphabeta.analysis import AnalysisParams
+    from tracecanary.alphabeta.fit import GateThresholds
+
     def bad(flag: str, value, rule: str) -> InputError:
         return InputError(f"{flag} {value!r}: {rule}", field=flag)
 
@@ -103,6 +114,8 @@ def _check_params(args) -> AnalysisParams:
 
 
 def run(args) -> int:
+    from tracecanary.alphabeta.pipeline import compute, write_outputs
+
     params = _check_params(args)
     outputs = compute(
         args.inputs,

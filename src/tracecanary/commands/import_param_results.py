@@ -11,7 +11,6 @@ unknown one; exit 1 when the results are incomplete (archive still written).
 from __future__ import annotations
 
 from tracecanary.errors import RunFailed
-from tracecanary.physical.param_results import import_param_results
 
 
 def register(sub) -> None:
@@ -38,6 +37,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from tracecanary.physical.param_results import import_param_results
+
     doc = import_param_results(
         args.results, args.output, program_dir=args.program, backend=args.backend
     )

@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import sys
 
-from tracecanary.physical.config import default_configs_path
-from tracecanary.physical.launch import Topology
-from tracecanary.physical.replay import replay_physical
-
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -56,6 +52,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from tracecanary.physical.config import default_configs_path
+    from tracecanary.physical.launch import Topology
+    from tracecanary.physical.replay import replay_physical
+
     topology = Topology(
         nproc=args.nproc,
         nnodes=args.nnodes,

@@ -12,10 +12,17 @@ import sys
 from pathlib import Path
 
 from tracecanary.errors import RunFailed
-from tracecanary.parquet_io import read_parquet
-from tracecanary.physical.config import default_configs_path
-from tracecanary.physical.launch import Topology
-from tracecanary.physical.sweep import COLLECTIVES, format_table, parse_size, run_sweep
+
+# the same tuple as tracecanary.physical.sweep.COLLECTIVES (tests/test_cli.py pins it)
+COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "broadcast",
+    "reduce",
+    "sendrecv",
+)
 
 
 def register(sub) -> None:
@@ -55,6 +62,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from tracecanary.parquet_io import read_parquet
+    from tracecanary.physical.config import default_configs_path
+    from tracecanary.physical.launch import Topology
+    from tracecanary.physical.sweep import format_table, parse_size, run_sweep
+
     topology = Topology(
         nproc=args.nproc,
         nnodes=args.nnodes,
