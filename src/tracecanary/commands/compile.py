@@ -1,14 +1,18 @@
-"""``tracecanary compile INPUT (--lossless | --budget SPEC) [--prefix N] -o CANARY.json``:
+"""``tracecanary compile INPUT (--lossless | --budget SPEC) [--prefix N]
+[--max-executed-repeats K] [--strict --backends B [--tolerances T]] -o CANARY.json``:
 distil a trace into a canary, exactly or within per-field timing budgets, with a
 SHA-256 commitment behind every approximation. Exit 1 (nothing written) when a field
-cannot be represented within its budget; exit 2 for bad input."""
+cannot be represented within its budget, or, with ``--strict``, when the behavior
+verification of the canary against INPUT does not come out ``verified`` (the failed
+checks are printed); exit 2 for bad input."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-from tracecanary.errors import InputError
+from tracecanary.errors import ClaimFailed, InputError
 
 STAT_ORDER = (
     "occurrences_source",
@@ -69,6 +73,11 @@ def register(sub) -> None:
         "--strict", action="store_true", help="verify behavior before writing (needs --backends)"
     )
     p.add_argument("--backends", metavar="B", help="backend configurations for --strict")
+    p.add_argument(
+        "--tolerances",
+        metavar="T",
+        help="tolerances YAML for --strict (default config/tolerances.yaml)",
+    )
     p.add_argument("-o", "--output", required=True, metavar="CANARY.json")
     p.set_defaults(func=run)
 
@@ -84,19 +93,40 @@ def _overrides(path: str | None) -> dict:
     return doc
 
 
-# ---------------------------------------------------------------------------------------
-# STRICT VERIFICATION HOOK (issue 5). ``--strict --backends B`` must run the behavior
-# verification of ``canary`` against ``source`` before anything is written, and refuse
-# (ClaimFailed, exit 1, failed checks printed) when it fails. The behavior verifier
-# fills this function in; until then strict compilation is refused as unavailable.
-# ---------------------------------------------------------------------------------------
-def strict_gate(source, canary: dict, backends: str) -> dict:
-    """Verify ``canary`` against ``source`` under ``backends``; return the (possibly
-    claim-upgraded) canary, or raise ClaimFailed listing the failed checks."""
-    raise InputError(
-        "--strict needs the behavior verifier (issue 5), which this build does not include yet",
-        field="strict",
+def strict_gate(source, canary: dict, backends, tolerances, *, source_file: str) -> dict:
+    """Verify ``canary`` against ``source`` (read from ``source_file``) under the loaded
+    ``backends`` and ``tolerances`` (``verify_behavior``) before anything is written.
+
+    Returns the canary marked ``verified`` (``mark_verified``: the claim reasons name the
+    source, backends and tolerances digests). Any other claim (rejected, partial,
+    behaviorally_unverified) prints the failed checks (``describe_failures``) on stderr
+    and raises ClaimFailed (exit 1): the caller writes nothing."""
+    from tracecanary.canonical import canonical_json_bytes, sha256_bytes, sha256_file
+    from tracecanary.compile.canary import canary_bytes
+    from tracecanary.verify.behavior import describe_failures, verify_behavior
+    from tracecanary.verify.search import mark_verified
+
+    verification = verify_behavior(
+        source,
+        canary,
+        backends,
+        tolerances,
+        source_digest=sha256_file(source_file),
+        canary_digest=sha256_bytes(canary_bytes(canary)),
     )
+    if verification["claim"] != "verified":
+        for line in describe_failures(verification):
+            print(line, file=sys.stderr)
+        failed = verification["summary"]["failed"]
+        changed = len(verification["ranking"]["changed"])
+        raise ClaimFailed(
+            f"--strict: verification claim {verification['claim']} ({failed} failed checks, "
+            f"{changed} changed ranking decisions); no canary written",
+            file=source_file,
+            field="strict",
+        )
+    tol_sha = sha256_bytes(canonical_json_bytes(tolerances.content))
+    return mark_verified(canary, verification, tolerances_sha256=tol_sha)
 
 
 def run(args) -> int:
@@ -108,8 +138,17 @@ def run(args) -> int:
         raise InputError("--strict needs --backends", field="backends")
     if args.backends and not args.strict:
         raise InputError("--backends is only used with --strict", field="backends")
+    if args.tolerances and not args.strict:
+        raise InputError("--tolerances is only used with --strict", field="tolerances")
     if args.max_executed_repeats is not None and args.max_executed_repeats < 1:
         raise InputError("--max-executed-repeats must be >= 1", field="max_executed_repeats")
+    backends = tolerances = None
+    if args.strict:  # bad configuration files are refused before any compile work
+        from tracecanary.sim.backends import load_backends
+        from tracecanary.verify.behavior import load_tolerances
+
+        backends = load_backends(args.backends)
+        tolerances = load_tolerances(args.tolerances)
     budget = None
     if not args.lossless:
         budget = parse_budget(args.budget, _overrides(args.budget_overrides))
@@ -130,7 +169,7 @@ def run(args) -> int:
         execution_policy=policy,
     )
     if args.strict:
-        canary = strict_gate(source, canary, args.backends)
+        canary = strict_gate(source, canary, backends, tolerances, source_file=args.input)
     digest = write_json(args.output, canary)
     print(f"canary: {Path(args.output)}")
     print(f"sha256: {digest}")

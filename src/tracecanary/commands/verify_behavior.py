@@ -23,8 +23,8 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from tracecanary.canonical import sha256_file, write_json
+    from tracecanary.compile.document import load_canary
     from tracecanary.errors import located
-    from tracecanary.limits import load_json
     from tracecanary.load import load_program
     from tracecanary.sim.backends import load_backends
     from tracecanary.verify.behavior import describe_failures, load_tolerances, verify_behavior
@@ -34,11 +34,7 @@ def run(args) -> int:
     with located(args.source):
         source = load_program(args.source, executed=False)
     with located(args.canary):
-        canary = load_json(args.canary)
-        if not isinstance(canary, dict) or canary.get("format") != "tracecanary.canary/v1":
-            from tracecanary.errors import InputError
-
-            raise InputError("not a tracecanary.canary/v1 document", field="format")
+        canary = load_canary(args.canary)
         doc = verify_behavior(
             source,
             canary,

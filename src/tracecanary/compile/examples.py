@@ -5,6 +5,12 @@
 overlap, latency and arrival skew drawn around fixed means (seeded jitter), a few
 warm-up occurrences before the loop and optional rare tail windows (slow steps).
 
+``requests_program``: nested repetition, as inference serves it: ``requests``
+repetitions of [a run of prefill all_reduces, ``steps`` decode steps of ``layers``
+all_reduces and an all_gather], so the compiler nests the decode-step motif inside the
+request motif. Chosen steps carry tail windows (tail flag, 6x latency) or a straggler
+(one member arriving 50x later than usual, no tail flag).
+
 ``random_program``: occurrences over a few groups with a signature sequence that mixes
 literal stretches, runs and repeated motifs, and timing that mixes exact repeats with
 jitter; measured masks and skew knowledge as requested.
@@ -90,6 +96,77 @@ def decode_like_program(
         skew_known=skew_known,
         skew_reason=None if skew_known else "no clock calibration",
         notes=("synthetic decode-like program (tracecanary.compile.examples)",),
+    )
+
+
+def requests_program(
+    requests: int,
+    steps: int,
+    *,
+    layers: int = 4,
+    prefill: int = 2,
+    world_size: int = 4,
+    jitter_ns: int = 1_000,
+    seed: int = 0,
+    tail_steps: tuple[tuple[int, int], ...] = (),
+    straggler_steps: tuple[tuple[int, int], ...] = (),
+    skew_known: bool = True,
+) -> Program:
+    """Occurrence ``r * (prefill + steps * (layers + 1)) + prefill + s * (layers + 1) + j``
+    is position j of decode step s of request r. ``tail_steps`` / ``straggler_steps``
+    name (request, step) pairs."""
+    rng = np.random.default_rng(seed)
+    step_len = layers + 1
+    request_len = prefill + steps * step_len
+    n = requests * request_len
+    is_prefill = np.tile(np.arange(request_len) < prefill, requests)
+    within = np.tile(np.arange(request_len) - prefill, requests)
+    is_gather = ~is_prefill & (within % step_len == layers)
+    ops = np.where(is_gather, "all_gather", "all_reduce").astype(object)
+    nbytes = np.where(is_prefill, 1 << 24, np.where(is_gather, 1 << 17, 1 << 16))
+    base_gap = np.where(is_prefill, 400_000, np.where(is_gather, 50_000, 30_000))
+    gap = np.maximum(0, base_gap + rng.integers(-jitter_ns, jitter_ns + 1, n))
+    gap[0] = 0
+    overlap = np.maximum(0, 20_000 + rng.integers(-jitter_ns, jitter_ns + 1, n))
+    latency = np.maximum(1, 25_000 + rng.integers(-jitter_ns, jitter_ns + 1, n))
+    tail = np.zeros(n, dtype=bool)
+
+    def step_range(r: int, s: int) -> slice:
+        lo = r * request_len + prefill + s * step_len
+        return slice(lo, lo + step_len)
+
+    for r, s in tail_steps:
+        latency[step_range(r, s)] *= 6
+        tail[step_range(r, s)] = True
+    skew = None
+    if skew_known:
+        skew = rng.integers(0, max(1, jitter_ns), (n, world_size))
+        skew[np.arange(n), rng.integers(0, world_size, n)] = 0
+        skew = skew - skew.min(axis=1, keepdims=True)
+        for r, s in straggler_steps:
+            skew[step_range(r, s).start + 1, world_size - 1] = 50 * jitter_ns
+        skew = skew.reshape(-1)
+    sizes, members = _members([list(range(world_size))], np.zeros(n, dtype=np.int64), skew)
+    return make_program(
+        {
+            "op": ops,
+            "bytes": nbytes,
+            "dtype": np.full(n, "bf16", dtype=object),
+            "group": np.full(n, "tp0", dtype=object),
+            "group_size": sizes,
+            "phase": np.where(is_prefill, "prefill", "decode").astype(object),
+            "gap_ns": gap,
+            "overlap_ns": overlap,
+            "has_overlap": np.ones(n, dtype=bool),
+            "latency_ns": latency,
+            "has_latency": np.ones(n, dtype=bool),
+            "tail": tail,
+        },
+        members,
+        world_size=world_size,
+        skew_known=skew_known,
+        skew_reason=None if skew_known else "no clock calibration",
+        notes=("synthetic nested request/decode program (tracecanary.compile.examples)",),
     )
 
 

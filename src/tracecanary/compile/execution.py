@@ -1,48 +1,132 @@
-"""Reduced execution: a repeated top-level record executes k < n of its repetitions
-while standing for all n, each executed steady-state repetition carrying a weight.
+"""Reduced execution: a repeated record, at any depth of the structure, executes k of
+its n repetitions while standing for all n; every executed steady-state repetition
+carries a weight, tail windows execute whole with weight 1.
 
-Rules (the policy and the resulting selection are recorded in the canary's
-``execution`` section):
+Terms. A record's **path** names it from the top level down: ``"2"`` is top-level
+record 2, ``"0.1"`` is record 1 of the body of top-level motif 0. A record inside
+motifs occurs once per repetition of each enclosing motif; these **instances** are
+numbered in logical order: a top-level record has the single instance 0, and a record
+in the body of a motif of ``repeat`` R, inside that motif's instance j at repetition r,
+is instance ``j * R + r``.
 
-* Only top-level run and motif records are reduced; literal blocks always execute.
-* **Tail windows execute whole, with weight 1.** A repetition is a tail window when one
-  of its occurrences has ``tail`` set in the source, or (the documented rule) a
-  measured latency of at least ``tail_latency_factor`` (default 4) times the median
-  measured latency of its signature in the canary. ``tail_context`` (default 1)
-  neighbouring repetitions on each side join the window, so the queueing that led into
-  and out of the tail is replayed too.
-* Of the remaining (steady-state) repetitions, k = ``max_executed_repeats`` (or a
-  per-record ``records: {"<top-level index>": k}``) are executed, chosen evenly
-  spaced (repetition ``floor((i + 0.5) * m / k)`` of the m steady ones, i < k); each
-  stands for ``steady_weight = m / k`` logical repetitions. The weights of a record
-  therefore sum to its ``repeat``, and the weights of the whole executed program to
-  ``occurrences_logical``.
-* Executed occurrences keep their logical timing (their own gap, overlap, latency,
-  skew): a replay runs the chosen repetitions back to back as they happened.
+Policy (``normalize_policy``; recorded in the canary's ``execution.policy``):
 
-A record that was reduced gets ``execute`` (< ``repeat``), ``executed_reps`` (sorted
-repetition indices), ``whole_reps`` (the tail-window subset, weight 1) and
-``steady_weight``.
+* ``max_executed_repeats`` k (null: no default reduction) and ``records``
+  ``{path: k}`` overriding it for every instance of one record;
+* ``tail_latency_factor`` (default 4, null disables) and ``timing_outlier_factor``
+  (default 4, null disables): the rules that make an occurrence a tail occurrence;
+* ``tail_context`` [before, after] (default [0, 1]): repetitions joined to each tail
+  window before and after it;
+* ``edge_context`` [first, last] (default [1, 1]): repetitions at the start and the end
+  of every reduced instance that execute whole.
+
+**Tail occurrences** (``tail_occurrences``): the source ``tail`` flag; or (latency
+rule) a measured latency >= ``tail_latency_factor`` x the median measured latency of the
+occurrence's signature; or (timing-outlier rule) a gap, a measured overlap or a largest
+member arrival skew >= ``timing_outlier_factor`` x the median of that field over the
+occurrence's signature (fields whose median is 0 are not screened). Medians are taken
+over the canary's logical expansion.
+
+**Selection**, top down. For an instance of a repeated record (``repeat`` n >= 2, k
+given for its path):
+
+* its **whole repetitions** are the tail windows (repetitions holding a tail
+  occurrence), ``tail_context`` repetitions before and after each, and the
+  ``edge_context`` first and last repetitions. In the scheduler model a disturbance
+  (a tail window, the traffic before the repeated region) delays what follows it
+  through the FIFO queues, not what precedes it, hence the asymmetric defaults;
+* the other m repetitions are **steady**. If m > k, the instance is reduced: the whole
+  repetitions execute with weight 1, and k steady ones, evenly spaced (repetition
+  ``floor((i + 0.5) * m / k)`` of the m steady ones, i < k), execute with weight
+  ``steady_weight = m / k``. Every executed repetition runs entirely: nothing inside a
+  reduced instance is reduced again;
+* otherwise (m <= k, or no k) every repetition executes with weight 1, and the records
+  of a motif's body are considered in each repetition in turn (deeper levels).
+
+Guarantees: the weights of a reduced instance sum to its ``repeat``; every executed
+occurrence has weight 1 or the ``steady_weight`` of the one reduced instance holding it,
+so the weights of the executed program sum to ``occurrences_logical``; every tail
+occurrence executes with weight 1 in a repetition that runs whole, in every outer
+repetition where it occurs; executed occurrences keep their logical timing (their own
+gap, overlap, latency and skew): a replay runs the chosen repetitions back to back.
+
+Representation. A reduced top-level record carries ``execute`` (< ``repeat``),
+``executed_reps`` (increasing repetition indices), ``whole_reps`` (the weight-1 subset)
+and ``steady_weight``. A nested record keeps ``execute`` = ``repeat`` and lists its
+reduced instances in ``reductions``: ``{"instance", "execute", "executed_reps",
+"whole_reps", "steady_weight"}``, by increasing instance. ``read_reductions`` checks
+all of it (``expand_canary`` refuses a canary whose reductions do not add up).
+Cost: one Python step per record instance visited (not per occurrence); an instance
+is visited only when its subtree can still be reduced.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from tracecanary.canonical import canonical_json_bytes
 from tracecanary.compile import timing
 from tracecanary.compile.sequence import copy_json
-from tracecanary.compile.structure import count_structure_records, top_level_spans
+from tracecanary.compile.structure import count_structure_records, member_positions, record_length
 from tracecanary.errors import InputError
 
 DEFAULT_TAIL_LATENCY_FACTOR = 4.0
-DEFAULT_TAIL_CONTEXT = 1
-_POLICY_KEYS = {"max_executed_repeats", "records", "tail_latency_factor", "tail_context"}
+DEFAULT_TIMING_OUTLIER_FACTOR = 4.0
+DEFAULT_TAIL_CONTEXT = (0, 1)
+DEFAULT_EDGE_CONTEXT = (1, 1)
+_POLICY_KEYS = {
+    "max_executed_repeats",
+    "records",
+    "tail_latency_factor",
+    "timing_outlier_factor",
+    "tail_context",
+    "edge_context",
+}
+_INLINE_KEYS = ("executed_reps", "whole_reps", "steady_weight")
+
+
+def _is_count(x, minimum: int) -> bool:
+    return not isinstance(x, bool) and isinstance(x, int) and x >= minimum
+
+
+def _factor(policy: dict, key: str, default: float) -> float | None:
+    value = policy.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 1:
+        raise InputError(f"{key} {value!r} must be a number > 1 or null", field=key)
+    return float(value)
+
+
+def _pair(policy: dict, key: str, default: tuple[int, int]) -> list[int]:
+    """A [before, after] pair of repetition counts; a single integer means both."""
+    value = policy.get(key, list(default))
+    if _is_count(value, 0):
+        return [value, value]
+    if isinstance(value, list | tuple) and len(value) == 2 and all(_is_count(v, 0) for v in value):
+        return [int(value[0]), int(value[1])]
+    raise InputError(
+        f"{key} {value!r} must be an integer >= 0 or a pair [before, after] of them", field=key
+    )
+
+
+def _path_key(key) -> str:
+    text = str(key)
+    parts = text.split(".")
+    if not all(p.isdigit() and (p == "0" or not p.startswith("0")) for p in parts):
+        raise InputError(
+            f"records key {key!r} is not a record path like '2' or '0.1'",
+            field="execution_policy.records",
+        )
+    return text
 
 
 def normalize_policy(policy: dict | None) -> dict:
+    """The policy with every key present and defaults filled (see module doc)."""
     policy = dict(policy or {})
     unknown = set(policy) - _POLICY_KEYS
     if unknown:
@@ -50,123 +134,471 @@ def normalize_policy(policy: dict | None) -> dict:
             f"unknown execution policy keys {sorted(unknown)}", field="execution_policy"
         )
     k = policy.get("max_executed_repeats")
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+    if k is not None and not _is_count(k, 1):
         raise InputError(
             f"max_executed_repeats {k!r} must be an integer >= 1", field="max_executed_repeats"
         )
     records = {}
-    for key, val in (policy.get("records") or {}).items():
-        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+    raw = policy.get("records") or {}
+    if not isinstance(raw, dict):
+        raise InputError("records must map record paths to k", field="execution_policy.records")
+    for key, val in raw.items():
+        if not _is_count(val, 1):
             raise InputError(
                 f"records[{key}] = {val!r} must be an integer >= 1",
                 field="execution_policy.records",
             )
-        try:
-            records[str(int(key))] = val
-        except ValueError as err:
-            raise InputError(
-                f"records key {key!r} is not a record index", field="execution_policy.records"
-            ) from err
-    factor = policy.get("tail_latency_factor", DEFAULT_TAIL_LATENCY_FACTOR)
-    if factor is not None and (
-        isinstance(factor, bool) or not isinstance(factor, int | float) or factor <= 1
-    ):
-        raise InputError(
-            f"tail_latency_factor {factor!r} must be > 1 or null", field="tail_latency_factor"
-        )
-    context = policy.get("tail_context", DEFAULT_TAIL_CONTEXT)
-    if isinstance(context, bool) or not isinstance(context, int) or context < 0:
-        raise InputError(f"tail_context {context!r} must be an integer >= 0", field="tail_context")
+        records[_path_key(key)] = val
     return {
         "max_executed_repeats": k,
-        "records": records,
-        "tail_latency_factor": None if factor is None else float(factor),
-        "tail_context": context,
+        "records": dict(sorted(records.items())),
+        "tail_latency_factor": _factor(policy, "tail_latency_factor", DEFAULT_TAIL_LATENCY_FACTOR),
+        "timing_outlier_factor": _factor(
+            policy, "timing_outlier_factor", DEFAULT_TIMING_OUTLIER_FACTOR
+        ),
+        "tail_context": _pair(policy, "tail_context", DEFAULT_TAIL_CONTEXT),
+        "edge_context": _pair(policy, "edge_context", DEFAULT_EDGE_CONTEXT),
     }
 
 
-def tail_occurrences(program, latency_factor: float | None) -> np.ndarray:
-    """Tail flag per logical occurrence: the source flag, or the latency rule."""
+def _above_signature_median(
+    sig: np.ndarray, values: np.ndarray, measured: np.ndarray, factor: float
+) -> np.ndarray:
+    """values >= factor x the median of the measured values of the same signature
+    (only where measured, and only where that median is > 0)."""
+    out = np.zeros(len(values), dtype=bool)
+    if not measured.any():
+        return out
+    med = pd.Series(values[measured].astype(np.float64)).groupby(sig[measured]).median()
+    per_sig = np.full(int(sig.max()) + 1, np.inf)
+    per_sig[med.index.to_numpy(dtype=np.int64)] = med.to_numpy()
+    m = per_sig[sig]
+    return measured & (m > 0) & (values >= factor * m)
+
+
+def tail_occurrences(
+    program, latency_factor: float | None, outlier_factor: float | None = None
+) -> np.ndarray:
+    """Tail flag per logical occurrence: the source flag, the latency rule, the
+    timing-outlier rule (see the module doc)."""
     occ = program.occurrences
     tail = occ["tail"].to_numpy(dtype=bool).copy()
-    if latency_factor is None:
+    if program.n == 0 or (latency_factor is None and outlier_factor is None):
         return tail
-    has = occ["has_latency"].to_numpy(dtype=bool)
-    if not has.any():
-        return tail
-    lat = occ["latency_ns"].to_numpy(dtype=np.float64)
     sig, _ = program.signature_ids()
-    med = np.full(int(sig.max()) + 1, np.inf)
-    for s in np.unique(sig[has]):
-        med[s] = np.median(lat[has & (sig == s)])
-    return tail | (has & (lat >= latency_factor * med[sig]) & (med[sig] > 0))
+    if latency_factor is not None:
+        tail |= _above_signature_median(
+            sig,
+            occ["latency_ns"].to_numpy(dtype=np.int64),
+            occ["has_latency"].to_numpy(dtype=bool),
+            latency_factor,
+        )
+    if outlier_factor is not None:
+        every = np.ones(program.n, dtype=bool)
+        tail |= _above_signature_median(
+            sig, occ["gap_ns"].to_numpy(dtype=np.int64), every, outlier_factor
+        )
+        tail |= _above_signature_median(
+            sig,
+            occ["overlap_ns"].to_numpy(dtype=np.int64),
+            occ["has_overlap"].to_numpy(dtype=bool),
+            outlier_factor,
+        )
+        if program.skew_known and len(program.members):
+            skew_max = np.zeros(program.n, dtype=np.int64)
+            np.maximum.at(
+                skew_max,
+                program.members["occ"].to_numpy(dtype=np.int64),
+                program.members["skew_ns"].to_numpy(dtype=np.int64),
+            )
+            tail |= _above_signature_median(sig, skew_max, every, outlier_factor)
+    return tail
+
+
+# ---------------------------------------------------------------------------------------
+# writing a reduction
+# ---------------------------------------------------------------------------------------
 
 
 def _clear_reduction(records: list[dict]) -> None:
     for rec in records:
         rec["execute"] = rec["repeat"]
-        for key in ("executed_reps", "whole_reps", "steady_weight"):
+        for key in (*_INLINE_KEYS, "reductions"):
             rec.pop(key, None)
+        if "body" in rec:
+            _clear_reduction(rec["body"])
+
+
+def _k_for(norm: dict, path: tuple[int, ...]) -> int | None:
+    return norm["records"].get(".".join(map(str, path)), norm["max_executed_repeats"])
+
+
+def _reducible(records: list[dict], prefix: tuple[int, ...], norm: dict, out: dict) -> bool:
+    """Fill ``out[path]`` = whether the subtree of the record at ``path`` holds a record
+    that some instance could reduce (k < repeat); return it for the whole list."""
+    any_here = False
+    for i, rec in enumerate(records):
+        if "sigs" in rec:
+            continue
+        path = prefix + (i,)
+        k = _k_for(norm, path)
+        below = _reducible(rec["body"], path, norm, out) if "body" in rec else False
+        mine = k is not None and int(rec["repeat"]) >= 2 and k < int(rec["repeat"])
+        out[path] = below
+        any_here = any_here or mine or below
+    return any_here
+
+
+def _whole_reps(rep_tail: np.ndarray, norm: dict) -> np.ndarray:
+    reps = len(rep_tail)
+    whole = np.zeros(reps, dtype=bool)
+    before, after = norm["tail_context"]
+    hits = np.flatnonzero(rep_tail)
+    if len(hits):
+        lo = np.maximum(hits - before, 0)
+        hi = np.minimum(hits + after + 1, reps)
+        cover = np.zeros(reps + 1, dtype=np.int64)
+        np.add.at(cover, lo, 1)
+        np.add.at(cover, hi, -1)
+        whole |= np.cumsum(cover[:reps]) > 0
+    first, last = norm["edge_context"]
+    whole[: min(first, reps)] = True
+    if last:
+        whole[max(reps - last, 0) :] = True
+    return whole
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """One reduced record instance: repetitions ``executed_reps`` of its ``repeat``
+    (each ``period`` occurrences, the first starting at logical occurrence ``start``);
+    ``whole_reps`` run with weight 1, the others with ``steady_weight``."""
+
+    path: tuple[int, ...]
+    instance: int
+    start: int
+    period: int
+    repeat: int
+    executed_reps: np.ndarray
+    whole_reps: np.ndarray
+    steady_weight: float
+
+    @property
+    def stop(self) -> int:
+        return self.start + self.period * self.repeat
+
+
+def plan_reductions(records: list[dict], tail: np.ndarray, norm: dict) -> list[Reduction]:
+    """The reduced instances the policy selects (see the module doc), in logical order."""
+    reducible: dict = {}
+    if not _reducible(records, (), norm, reducible):
+        return []
+    out: list[Reduction] = []
+
+    def walk(recs: list[dict], start: int, prefix: tuple[int, ...], instance: int) -> None:
+        pos = start
+        for i, rec in enumerate(recs):
+            length = record_length(rec)
+            if "sigs" in rec:
+                pos += length
+                continue
+            path = prefix + (i,)
+            reps = int(rec["repeat"])
+            period = length // reps
+            k = _k_for(norm, path)
+            reduced = False
+            if k is not None and reps >= 2 and k < reps:
+                rep_tail = tail[pos : pos + length].reshape(reps, period).any(axis=1)
+                whole = _whole_reps(rep_tail, norm)
+                steady = np.flatnonzero(~whole)
+                m = len(steady)
+                if m > k:
+                    chosen = steady[((np.arange(k) + 0.5) * m / k).astype(np.int64)]
+                    out.append(
+                        Reduction(
+                            path,
+                            instance,
+                            pos,
+                            period,
+                            reps,
+                            np.union1d(chosen, np.flatnonzero(whole)),
+                            np.flatnonzero(whole),
+                            m / k,
+                        )
+                    )
+                    reduced = True
+            if not reduced and "body" in rec and reducible[path]:
+                for r in range(reps):
+                    walk(rec["body"], pos + r * period, path, instance * reps + r)
+            pos += length
+
+    walk(records, 0, (), 0)
+    return out
+
+
+def _record_at(records: list[dict], path: tuple[int, ...]) -> dict | None:
+    rec = None
+    level = records
+    for i in path:
+        if level is None or not 0 <= i < len(level):
+            return None
+        rec = level[i]
+        level = rec.get("body")
+    return rec
+
+
+def _write_reductions(records: list[dict], plan: list[Reduction]) -> None:
+    for red in plan:
+        rec = _record_at(records, red.path)
+        fields = {
+            "execute": int(len(red.executed_reps)),
+            "executed_reps": [int(x) for x in red.executed_reps],
+            "whole_reps": [int(x) for x in red.whole_reps],
+            "steady_weight": red.steady_weight,
+        }
+        if len(red.path) == 1:
+            rec.update(fields)
+        else:
+            rec.setdefault("reductions", []).append({"instance": red.instance, **fields})
 
 
 def reduce_execution(canary: dict, policy: dict | None) -> dict:
-    """A copy of ``canary`` whose repeated top-level records execute fewer repetitions
-    (see the module docstring); ``policy`` replaces any earlier reduction."""
+    """A copy of ``canary`` whose repeated records execute fewer repetitions (see the
+    module docstring); ``policy`` replaces any earlier reduction.
+
+    The structure records, ``execution`` and ``stats`` are new containers; the large,
+    untouched parts (timing streams, flags, signatures, groups, source) are shared with
+    ``canary`` rather than copied: copy them before editing either document in place."""
     from tracecanary.compile.expand import expand_canary
 
     norm = normalize_policy(policy)
-    doc = copy_json(canary)  # no aliasing: records are edited in place below
+    doc = dict(canary)
+    # no aliasing where this function or finalize() edits in place
+    doc["structure"] = {**canary["structure"], "records": copy_json(canary["structure"]["records"])}
+    doc["stats"] = dict(canary["stats"])
     records = doc["structure"]["records"]
     _clear_reduction(records)
+    for key in norm["records"]:
+        rec = _record_at(records, tuple(int(p) for p in key.split(".")))
+        if rec is None or "sigs" in rec:
+            raise InputError(
+                f"records key {key!r} names no run or motif record of this canary",
+                field="execution_policy.records",
+            )
+    doc["execution"] = None
     logical = expand_canary(doc, executed=False)
-    tail = tail_occurrences(logical, norm["tail_latency_factor"])
-    ctx = norm["tail_context"]
-    for span in top_level_spans(records):
-        rec = records[span.index]
-        if "sigs" in rec or span.reps < 2:
-            continue
-        k = norm["records"].get(str(span.index), norm["max_executed_repeats"])
-        if k is None:
-            continue
-        rep_tail = tail[span.start : span.stop].reshape(span.reps, span.period).any(axis=1)
-        whole = np.zeros(span.reps, dtype=bool)
-        for shift in range(-ctx, ctx + 1):
-            src = np.flatnonzero(rep_tail) + shift
-            whole[src[(src >= 0) & (src < span.reps)]] = True
-        steady = np.flatnonzero(~whole)
-        m = len(steady)
-        if m <= k:
-            continue
-        chosen = steady[((np.arange(k) + 0.5) * m / k).astype(np.int64)]
-        executed = np.union1d(chosen, np.flatnonzero(whole))
-        rec["execute"] = int(len(executed))
-        rec["executed_reps"] = [int(x) for x in executed]
-        rec["whole_reps"] = [int(x) for x in np.flatnonzero(whole)]
-        rec["steady_weight"] = m / k
+    tail = tail_occurrences(logical, norm["tail_latency_factor"], norm["timing_outlier_factor"])
+    _write_reductions(records, plan_reductions(records, tail, norm))
     doc["execution"] = {"policy": norm, "tail_occurrences": int(tail.sum())}
     return finalize(doc)
 
 
+# ---------------------------------------------------------------------------------------
+# reading a reduction
+# ---------------------------------------------------------------------------------------
+
+
+def _int_list(value, where: str, record) -> list[int]:
+    if not isinstance(value, list) or not all(_is_count(x, 0) for x in value):
+        raise InputError(
+            f"{where} must be a list of integers >= 0", record=record, field="structure"
+        )
+    return value
+
+
+def _reduction_entry(rec: dict, entry: dict, path, instance: int, where: str) -> Reduction:
+    repeat = int(rec["repeat"])
+    reps = _int_list(entry.get("executed_reps"), "executed_reps", where)
+    whole = _int_list(entry.get("whole_reps"), "whole_reps", where)
+    if not reps or any(b <= a for a, b in zip(reps, reps[1:], strict=False)) or reps[-1] >= repeat:
+        raise InputError(
+            "executed_reps must be increasing repetition indices", record=where, field="structure"
+        )
+    if (
+        not _is_count(entry.get("execute"), 1)
+        or len(reps) != entry["execute"]
+        or any(b <= a for a, b in zip(whole, whole[1:], strict=False))
+        or not set(whole) <= set(reps)
+    ):
+        raise InputError(
+            "execute / whole_reps do not match executed_reps", record=where, field="structure"
+        )
+    steady = len(reps) - len(whole)
+    want = (repeat - len(whole)) / steady if steady else None
+    weight = entry.get("steady_weight")
+    if (
+        want is None
+        or isinstance(weight, bool)
+        or not isinstance(weight, int | float)
+        or abs(float(weight) - want) > 1e-9 * max(1.0, want)
+    ):
+        raise InputError(
+            "steady_weight does not make the weights sum to repeat", record=where, field="structure"
+        )
+    return Reduction(
+        tuple(path),
+        instance,
+        -1,
+        0,
+        repeat,
+        np.asarray(reps, dtype=np.int64),
+        np.asarray(whole, dtype=np.int64),
+        float(weight),
+    )
+
+
+def read_reductions(records: list[dict]) -> list[Reduction]:
+    """Every reduced instance the structure records state, checked (InputError naming
+    the record otherwise) and placed (``start``, ``period``), sorted by ``start``."""
+    found: list[Reduction] = []
+    layout: dict[tuple[int, ...], tuple[int, int, int]] = {}  # path -> (offset, repeat, period)
+
+    def visit(recs: list[dict], prefix: tuple[int, ...], instances: int) -> None:
+        offset = 0
+        for i, rec in enumerate(recs):
+            path = prefix + (i,)
+            where = ".".join(map(str, path))
+            length = record_length(rec)
+            has_inline = any(key in rec for key in _INLINE_KEYS)
+            if "sigs" in rec:
+                if has_inline or "reductions" in rec:
+                    raise InputError(
+                        "a literal block cannot be reduced", record=where, field="structure"
+                    )
+                offset += length
+                continue
+            repeat = int(rec["repeat"])
+            layout[path] = (offset, repeat, length // repeat if repeat else 0)
+            offset += length
+            if len(path) == 1:
+                if "reductions" in rec:
+                    raise InputError(
+                        "a top-level record states its reduction inline, not in reductions",
+                        record=where,
+                        field="structure",
+                    )
+                if has_inline:
+                    found.append(_reduction_entry(rec, rec, path, 0, where))
+                elif int(rec.get("execute", repeat)) != repeat:
+                    raise InputError(
+                        "execute differs from repeat but no executed_reps",
+                        record=where,
+                        field="structure",
+                    )
+            else:
+                if has_inline:
+                    raise InputError(
+                        "a nested record lists its reduced instances in reductions",
+                        record=where,
+                        field="structure",
+                    )
+                if int(rec.get("execute", repeat)) != repeat:
+                    raise InputError(
+                        "a nested record keeps execute = repeat (reductions are per instance)",
+                        record=where,
+                        field="structure",
+                    )
+                entries = rec.get("reductions", [])
+                if not isinstance(entries, list):
+                    raise InputError("reductions must be a list", record=where, field="structure")
+                last = -1
+                for entry in entries:
+                    inst = entry.get("instance") if isinstance(entry, dict) else None
+                    if not _is_count(inst, 0) or inst <= last or inst >= instances:
+                        raise InputError(
+                            f"reduction instance {inst!r} must increase and be < {instances}",
+                            record=where,
+                            field="structure",
+                        )
+                    last = inst
+                    found.append(_reduction_entry(rec, entry, path, inst, where))
+            if "body" in rec:
+                visit(rec["body"], path, instances * repeat)
+
+    visit(records, (), 1)
+    reduced = {(r.path, r.instance) for r in found}
+    placed = []
+    for red in found:
+        start, inst, path = 0, red.instance, red.path
+        while len(path) > 1:
+            parent = path[:-1]
+            _, parent_repeat, parent_period = layout[parent]
+            rep = inst % parent_repeat
+            inst //= parent_repeat
+            if (parent, inst) in reduced:
+                raise InputError(
+                    f"instance {red.instance} lies inside a reduced instance of record "
+                    f"{'.'.join(map(str, parent))}: nothing inside a reduced repetition is reduced again",
+                    record=".".join(map(str, red.path)),
+                    field="structure",
+                )
+            start += layout[path][0] + rep * parent_period
+            path = parent
+        start += layout[path][0]
+        _, _, period = layout[red.path]
+        placed.append(
+            Reduction(
+                red.path,
+                red.instance,
+                start,
+                period,
+                red.repeat,
+                red.executed_reps,
+                red.whole_reps,
+                red.steady_weight,
+            )
+        )
+    placed.sort(key=lambda r: r.start)
+    return placed
+
+
 def executed_selection(canary: dict) -> tuple[np.ndarray, np.ndarray]:
     """(logical occurrence index, weight) of every executed occurrence, in order."""
-    records = canary["structure"]["records"]
-    idx_parts, w_parts = [], []
-    for span in top_level_spans(records):
-        rec = records[span.index]
-        if "executed_reps" not in rec:
-            idx_parts.append(np.arange(span.start, span.stop, dtype=np.int64))
-            w_parts.append(np.ones(span.stop - span.start))
-            continue
-        reps = np.asarray(rec["executed_reps"], dtype=np.int64)
-        whole = np.isin(reps, np.asarray(rec["whole_reps"], dtype=np.int64))
-        weight = np.where(whole, 1.0, float(rec["steady_weight"]))
-        idx_parts.append(
-            (span.start + reps[:, None] * span.period + np.arange(span.period)[None, :]).reshape(-1)
-        )
-        w_parts.append(np.repeat(weight, span.period))
-    if not idx_parts:
+    n = int(canary["structure"]["occurrences"])
+    starts, lengths, weights = [], [], []
+    pos = 0
+    for red in read_reductions(canary["structure"]["records"]):
+        if red.start < pos or red.stop > n:  # pragma: no cover - excluded by read_reductions
+            raise InputError("reduced instances overlap", field="structure")
+        if red.start > pos:
+            starts.append(np.array([pos]))
+            lengths.append(np.array([red.start - pos]))
+            weights.append(np.array([1.0]))
+        whole = np.isin(red.executed_reps, red.whole_reps)
+        starts.append(red.start + red.executed_reps * red.period)
+        lengths.append(np.full(len(red.executed_reps), red.period))
+        weights.append(np.where(whole, 1.0, red.steady_weight))
+        pos = red.stop
+    if pos < n:
+        starts.append(np.array([pos]))
+        lengths.append(np.array([n - pos]))
+        weights.append(np.array([1.0]))
+    if not starts:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
-    return np.concatenate(idx_parts), np.concatenate(w_parts)
+    seg_start = np.concatenate(starts).astype(np.int64)
+    seg_len = np.concatenate(lengths).astype(np.int64)
+    seg_w = np.concatenate(weights).astype(np.float64)
+    return member_positions(seg_start, seg_len), np.repeat(seg_w, seg_len)
+
+
+def check_execution(canary: dict) -> list[str]:
+    """Where the stated reduction differs from what its recorded policy selects on this
+    canary (empty when it reproduces; a canary without a policy must reduce nothing)."""
+    execution = canary.get("execution") or {}
+    policy = execution.get("policy")
+    records = canary["structure"]["records"]
+    if policy is None:
+        if read_reductions(records):
+            return ["structure: reductions present but execution.policy is null"]
+        return []
+    redo = reduce_execution(canary, policy)
+    out = []
+    if canonical_json_bytes(redo["structure"]["records"]) != canonical_json_bytes(records):
+        out.append("structure: the reductions differ from what execution.policy selects")
+    for key in ("policy", "tail_occurrences"):
+        if redo["execution"][key] != execution.get(key):
+            out.append(f"execution.{key}")
+    return out
 
 
 def finalize(doc: dict) -> dict:

@@ -5,7 +5,9 @@ lossless canary: equal to the covered source, same ``source_digest``; for a boun
 canary: structure, masks and flags exact, timing values the interval representatives).
 ``executed=True`` gives only what a replay runs: the executed occurrences in order,
 with ``weight`` (the logical occurrences each stands for; weights sum to the logical
-count) and an extra column ``logical_occ`` (its logical index).
+count) and an extra column ``logical_occ`` (its logical index). It refuses a canary
+whose reductions do not add up (``execution.read_reductions``) or leave a tail-flagged
+occurrence out or weighted other than 1.
 """
 
 from __future__ import annotations
@@ -104,35 +106,9 @@ def decode_canary(canary: dict) -> Decoded:
 
 
 def _check_reductions(records: list[dict]) -> None:
-    for i, rec in enumerate(records):
-        if "executed_reps" not in rec:
-            if int(rec.get("execute", rec["repeat"])) != int(rec["repeat"]):
-                raise InputError(
-                    "execute differs from repeat but no executed_reps", record=i, field="structure"
-                )
-            continue
-        reps = rec["executed_reps"]
-        whole = rec["whole_reps"]
-        repeat = int(rec["repeat"])
-        if (
-            any(b <= a for a, b in zip(reps, reps[1:], strict=False))
-            or not reps
-            or reps[0] < 0
-            or reps[-1] >= repeat
-        ):
-            raise InputError(
-                "executed_reps must be increasing repetition indices", record=i, field="structure"
-            )
-        if len(reps) != int(rec["execute"]) or not set(whole) <= set(reps):
-            raise InputError(
-                "execute / whole_reps do not match executed_reps", record=i, field="structure"
-            )
-        steady = len(reps) - len(whole)
-        want = (repeat - len(whole)) / steady if steady else None
-        if want is None or abs(float(rec["steady_weight"]) - want) > 1e-9 * max(1.0, want):
-            raise InputError(
-                "steady_weight does not make the weights sum to repeat", record=i, field="structure"
-            )
+    from tracecanary.compile.execution import read_reductions
+
+    read_reductions(records)
 
 
 def expand_canary(canary: dict, executed: bool = False) -> Program:
@@ -174,6 +150,17 @@ def expand_canary(canary: dict, executed: bool = False) -> Program:
     from tracecanary.compile.execution import executed_selection
 
     idx, weights = executed_selection(canary)
+    flagged = np.flatnonzero(tail)
+    pos = np.searchsorted(idx, flagged)
+    good = pos < len(idx)
+    good[good] = idx[pos[good]] == flagged[good]
+    good[good] = weights[pos[good]] == 1.0
+    if not good.all():
+        raise InputError(
+            "a tail-flagged occurrence does not execute with weight 1",
+            record=int(flagged[~good][0]),
+            field="structure",
+        )
     return select_occurrences(program, idx, weights)
 
 

@@ -10,6 +10,10 @@ repetitions: equal to ``repeat`` unless reduced execution lowered it):
     {"sigs": [s1, s2, ...], "repeat": 1, "execute": 1} literal signatures, once each
     {"body": [records], "repeat": r, "execute": k}    a motif repeated r times
 
+Reduced execution (``tracecanary.compile.execution``) adds ``executed_reps``,
+``whole_reps`` and ``steady_weight`` to a reduced top-level record, and a
+``reductions`` list (one entry per reduced instance) to a nested record.
+
 Groups map a group id to its member ranks in rank order; every occurrence of a group
 has exactly those members (the compiler refuses a program where they differ).
 """

@@ -10,7 +10,10 @@ gives}``; an empty list means every receipt holds. Checked:
 - every interval's stated ``max_error_ns`` against the error the representative really
   has on the source, and against the budget of its signature;
 - exactness of everything stated exactly: the signature sequence, groups, measured
-  masks, tail flags, and every lossless timing stream.
+  masks, tail flags, and every lossless timing stream;
+- ``execution``: the stated reduced execution is exactly what the recorded
+  ``execution.policy`` selects on this canary (no policy: nothing reduced), so what a
+  replay runs and with which weights is recomputable, not merely asserted.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 from tracecanary.compile import timing
 from tracecanary.compile.budget import FIELDS, parse_overrides
 from tracecanary.compile.canary import prefix_program
+from tracecanary.compile.execution import check_execution
 from tracecanary.compile.expand import expand_canary
 from tracecanary.compile.source import serialize_source
 from tracecanary.program import Program
@@ -68,6 +72,10 @@ def verify_commitments(source: Program, canary: dict) -> list[dict]:
                 out.append(_mismatch(where, itv["commitment"], got))
     covered = prefix_program(source, stop)
     out.extend(_check_content(covered, canary))
+    out.extend(
+        _mismatch("execution", "the reduction execution.policy selects", found)
+        for found in check_execution(canary)
+    )
     return out
 
 

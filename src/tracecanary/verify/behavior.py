@@ -83,12 +83,12 @@ def _check(config: str, metric: str, source: float | None, canary: float | None,
 @dataclass(frozen=True)
 class Replay:
     """One program replayed under the selected configurations: the report-style metric
-    blocks and, per configuration, (logical occurrence id, exposed latency) of every
-    executed occurrence. Computed once per program: a search verifies many canaries
+    blocks and, per configuration, (logical occurrence id, exposed latency, weight) of
+    every executed occurrence. Computed once per program: a search verifies many canaries
     against one source, and its replay does not change between them."""
 
     metrics: dict[str, dict]
-    latencies: dict[str, tuple[np.ndarray, np.ndarray]]
+    latencies: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 def replay_program(program: Program, backends, names=None) -> Replay:
@@ -104,25 +104,37 @@ def replay_program(program: Program, backends, names=None) -> Replay:
         else occ["occ"].to_numpy(np.int64)
     )
     ids = logical[prep.occ]
+    weights = occ["weight"].to_numpy(np.float64)[prep.occ]
     return Replay(
         metrics={name: summarize(prep, result, config) for name, (config, result) in runs.items()},
-        latencies={name: (ids, result.latency_ns) for name, (_, result) in runs.items()},
+        latencies={name: (ids, result.latency_ns, weights) for name, (_, result) in runs.items()},
     )
 
 
 def tail_recall(
-    source_lat: tuple[np.ndarray, np.ndarray],
-    canary_lat: tuple[np.ndarray, np.ndarray],
+    source_lat: tuple[np.ndarray, ...],
+    canary_lat: tuple[np.ndarray, ...],
     tail_ids: list[int],
 ) -> float:
     """Share of the source's tail events present in the canary and at or above the
-    canary's tail threshold (the smallest latency among the canary's own tail events;
-    tie-aware, so equal latencies are not dropped by the order of a sort)."""
+    canary's tail threshold. The canary's tail is counted in the logical occurrences it
+    stands for, like the source's (top max(10, ceil(1%)) of the occurrences): the
+    threshold is the latency at which the canary's executed occurrences, taken from the
+    slowest down, first stand for max(10, ceil(1% of the total weight)) occurrences. With
+    unit weights that is the k-th largest latency. Tie-aware, so equal latencies are not
+    dropped by the order of a sort."""
     if not tail_ids:
         return 1.0
-    ids, lat = canary_lat
-    k = max(10, math.ceil(0.01 * lat.size))
-    threshold = np.sort(lat)[-min(k, lat.size)] if lat.size else 0
+    ids, lat = canary_lat[0], canary_lat[1]
+    weights = canary_lat[2] if len(canary_lat) > 2 else np.ones(lat.size)
+    threshold = 0
+    if lat.size:
+        total = math.fsum(weights.tolist())
+        k = min(max(10, math.ceil(round(0.01 * total, 9))), total)
+        by_latency = np.argsort(-lat, kind="stable")
+        covered = np.cumsum(weights[by_latency])
+        at = min(int(np.searchsorted(covered, k - 1e-9 * total)), lat.size - 1)
+        threshold = lat[by_latency][at]
     # the latency of each tail id (its last executed occurrence, as a dict built in
     # order would keep), found by binary search instead of a per-occurrence dict
     wanted = np.asarray(tail_ids, dtype=np.int64)

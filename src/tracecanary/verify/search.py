@@ -6,9 +6,11 @@
 2. Greedy per op-signature-group refinement: loosen one group's budget at a time
    (most frequent groups first), keeping a change only while commitments, behavior and
    ranking verification all still pass and the canary gets smaller.
-3. Execution reduction: execute fewer repetitions of steady-state motifs (weights
-   recorded, tail windows always kept whole), smallest executed count first, keeping a
-   reduction only while every verification still passes on the weighted replay.
+3. Execution reduction: execute fewer repetitions of steady-state motifs at any depth
+   of the structure (``reduce_execution`` with ``max_executed_repeats`` k from
+   ``EXECUTED_REPEATS``, its default tail, context and edge rules: weights recorded,
+   tail windows always kept whole), smallest k first, keeping the first reduction whose
+   every verification still passes on the weighted replay.
 
 Every candidate is logged with its settings, bytes, records, executed occurrences,
 statuses and why it was accepted or rejected. The search is greedy: no Pareto
@@ -115,6 +117,7 @@ def search(
             bytes=len(data),
             records=stats["records_canary"],
             occurrences_executed=stats["occurrences_executed"],
+            execution_reduction=stats["execution_reduction"],
             statuses=verification["statuses"],
             claim=verification["claim"],
             failed_checks=verification["summary"]["failed_metrics"][:10],
@@ -242,6 +245,8 @@ def mark_verified(canary: dict, verification: dict, *, tolerances_sha256: str) -
     if verification["claim"] != "verified":
         raise ValueError("only a verified verification can mark a canary verified")
     doc = dict(canary)
+    doc["stats"] = dict(canary["stats"])  # finalize() edits these in place
+    doc["execution"] = dict(canary["execution"]) if canary.get("execution") else None
     doc["claim"] = "verified"
     doc["claim_reasons"] = [
         "verified by tracecanary verify-behavior: commitments recomputed, full coverage, behavior within "
