@@ -185,3 +185,22 @@ def test_search_fails_closed_when_nothing_passes(tmp_path, run_cli):
         assert json.loads(canary.read_text())["claim"] == "verified"
     else:
         assert code == 1 and not canary.exists() and (tmp_path / "log.json").exists()
+
+
+@pytest.mark.slow
+def test_search_on_the_shipped_decode_set_is_verified_small_and_cheap(tmp_path, run_cli):
+    """Issue 5 goals on the shipped decode capture set: a verified canary at least 20x
+    smaller than the normalized source that executes at most 10% of the occurrences."""
+    merged = tmp_path / "decode.jsonl.gz"
+    captures = sorted((REPO / "resources/decode").glob("rank*.jsonl.gz"))
+    code, _, err = run_cli("merge", *captures, "--calibration", REPO / "resources/decode/calibration.json", "-o", merged)
+    assert code == 0, err
+    canary, log = tmp_path / "c.json", tmp_path / "s.json"
+    code, _, err = run_cli("search", merged, "-o", canary, "--log", log)
+    assert code == 0, err
+    doc = json.loads(canary.read_text())
+    assert doc["claim"] == "verified"
+    assert doc["stats"]["byte_compression"] >= 20
+    assert doc["stats"]["execution_reduction"] <= 0.10
+    code, result, _ = _verify(run_cli, tmp_path, merged, canary)
+    assert code == 0 and result["claim"] == "verified"
