@@ -193,7 +193,14 @@ def test_search_on_the_shipped_decode_set_is_verified_small_and_cheap(tmp_path, 
     smaller than the normalized source that executes at most 10% of the occurrences."""
     merged = tmp_path / "decode.jsonl.gz"
     captures = sorted((REPO / "resources/decode").glob("rank*.jsonl.gz"))
-    code, _, err = run_cli("merge", *captures, "--calibration", REPO / "resources/decode/calibration.json", "-o", merged)
+    code, _, err = run_cli(
+        "merge",
+        *captures,
+        "--calibration",
+        REPO / "resources/decode/calibration.json",
+        "-o",
+        merged,
+    )
     assert code == 0, err
     canary, log = tmp_path / "c.json", tmp_path / "s.json"
     code, _, err = run_cli("search", merged, "-o", canary, "--log", log)

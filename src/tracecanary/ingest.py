@@ -8,7 +8,11 @@ Guarantees of ``ingest_files``:
   contradicts the timestamps is rejected, never arbitrated;
 - JSON and JSON Lines forms of one trace give the same Parquet bytes;
 - JSON Lines is read in bounded batches: memory grows with the batch size and the
-  output row group, not with the trace.
+  output row group, not with the trace;
+- the resource policy (``tracecanary.limits``) holds before work that scales with it:
+  world size and group sizes (``max_ranks``), declared group members and events
+  (``max_events``), bytes of one message (``max_message_bytes``), every time value and
+  every issue time derived from gaps (``max_time_ns``, so int64 arithmetic never wraps).
 
 Normalized rows keep file order (per rank, ``seq`` must increase in file order) and add
 ``issue_ns`` (``ts_ns`` where given, else the previous issue plus ``gap_ns``; a rank's
@@ -30,8 +34,8 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from tracecanary.canonical import atomic_output, sha256_file, write_json
-from tracecanary.errors import InputError, SchemaError, TimingError
-from tracecanary.limits import Limits, current_limits, load_json, open_input
+from tracecanary.errors import InputError, ResourceLimitExceeded, SchemaError, TimingError
+from tracecanary.limits import Limits, current_limits, load_json, open_input, parse_json_bytes
 from tracecanary.parquet_io import ROW_GROUP_SIZE, WRITER_OPTIONS
 from tracecanary.trace_format import (
     EVENT_FIELDS,
@@ -41,7 +45,9 @@ from tracecanary.trace_format import (
     OP_PATTERN,
     P2P_OPS,
     ROOTED_OPS,
+    TIME_FIELDS,
     check_event_dict,
+    check_header_limits,
     clock_of_ranks,
     expand_groups,
     validate_header,
@@ -55,6 +61,28 @@ def is_jsonl(path: str | os.PathLike) -> bool:
     return name.endswith(".jsonl") or name.endswith(".jsonl.gz")
 
 
+class _Membership:
+    """Which ranks belong to which declared group, as sorted ``group * world + rank``
+    codes: memory grows with the declared members, not groups x world size.
+    ``membership[g, r]`` (arrays) is True where rank ``r`` is a member of group ``g``."""
+
+    def __init__(self, groups: dict[str, list[int]], world_size: int) -> None:
+        self.world_size = world_size
+        parts = [
+            g * world_size + np.asarray(ranks, dtype=np.int64)
+            for g, ranks in enumerate(groups.values())
+        ]
+        self.codes = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+
+    def __getitem__(self, key: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        group, rank = key
+        codes = np.asarray(group, dtype=np.int64) * self.world_size + np.asarray(rank, np.int64)
+        pos = np.searchsorted(self.codes, codes)
+        found = pos < len(self.codes)
+        found[found] = self.codes[pos[found]] == codes[found]
+        return found
+
+
 @dataclass
 class _TraceState:
     """What the checks carry across batches and files."""
@@ -62,6 +90,7 @@ class _TraceState:
     groups: dict[str, list[int]]
     clocks: dict[int, str]
     world_size: int
+    limits: Limits = field(default_factory=current_limits)
     events: int = 0
     ts_present: int = 0
     ts_absent: int = 0
@@ -72,7 +101,7 @@ class _TraceState:
     last_seq: np.ndarray = field(init=False)
     last_issue: np.ndarray = field(init=False)
     seen: np.ndarray = field(init=False)
-    member: np.ndarray = field(init=False)
+    member: _Membership = field(init=False)
     declared: pa.Array = field(init=False)
     clock: pa.Array = field(init=False)
 
@@ -81,9 +110,7 @@ class _TraceState:
         self.last_issue = np.zeros(self.world_size, dtype=np.int64)
         self.seen = np.zeros(self.world_size, dtype=bool)
         self.declared = pa.array(list(self.groups), type=pa.string())
-        self.member = np.zeros((len(self.groups), self.world_size), dtype=bool)
-        for g, ranks in enumerate(self.groups.values()):
-            self.member[g, ranks] = True
+        self.member = _Membership(self.groups, self.world_size)
         self.clock = pa.array([self.clocks[r] for r in range(self.world_size)], type=pa.string())
 
 
@@ -93,21 +120,23 @@ def _header_and_batches(
     """(header, iterator of (index of the batch's first event, batch))."""
     if is_jsonl(path):
         stream = open_input(path, limits)
-        first = stream.readline(limits.max_json_document_bytes)
         try:
-            header = json.loads(first)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            first = stream.readline(limits.max_json_document_bytes)
+            header = parse_json_bytes(first, file=path, limits=limits, record="header")
+            validate_header(header, file=path)
+            check_header_limits(header, limits, file=path)
+        except BaseException:
             stream.close()
-            raise InputError(
-                f"header line is not valid JSON: {err}", file=path, record="header"
-            ) from None
-        validate_header(header, file=path)
+            raise
         if "events" in header:
             stream.close()
             raise SchemaError("a JSON Lines header must not hold events", file=path, field="events")
         return header, _jsonl_batches(path, stream)
     doc = load_json(path, limits)
     validate_header(doc, file=path)
+    if not isinstance(doc.get("events"), list):
+        raise SchemaError("a JSON trace needs an events list", file=path, field="events")
+    check_header_limits(doc, limits, file=path)
     return doc, _json_batches(path, doc["events"])
 
 
@@ -128,12 +157,15 @@ def _locate_jsonl_error(path: str, first_index: int, message: str) -> InputError
             if not line.strip():
                 continue
             try:
-                event = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as err:
-                return SchemaError(f"not valid JSON: {err}", file=path, record=index)
+                event = parse_json_bytes(line, file=path, record=index)
+            except InputError as err:
+                try:  # NaN / Infinity: parse them to name the field they stand in
+                    event = json.loads(line)
+                except (ValueError, RecursionError):
+                    return err
             try:
                 check_event_dict(event, file=path, record=index)
-            except SchemaError as err:
+            except InputError as err:
                 return err
     return SchemaError(f"unreadable event data: {message}"[:300], file=path, record=first_index)
 
@@ -304,6 +336,23 @@ def _check_batch(
             _refuse_at(
                 path, first_index, row, name, f"must be non-negative, got {values[row].as_py()}"
             )
+    limits = state.limits
+    for name, limit_name in [("bytes", "max_message_bytes")] + [
+        (t, "max_time_ns") for t in TIME_FIELDS
+    ]:
+        values = col[name]
+        if values.null_count == n:
+            continue
+        over = np.asarray(pc.fill_null(pc.greater(values, getattr(limits, limit_name)), False))
+        if over.any():
+            row = int(np.flatnonzero(over)[0])
+            limits.check(
+                limit_name,
+                int(values[row].as_py()),
+                file=path,
+                record=first_index + row,
+                field=name,
+            )
     ok_op = np.asarray(pc.match_substring_regex(col["op"], OP_PATTERN))
     row = _first_false(ok_op)
     if row is not None:
@@ -408,6 +457,18 @@ def _check_batch(
         )
     ts = np.asarray(col["ts_ns"].fill_null(0))
     gap = np.asarray(col["gap_ns"].fill_null(0))
+    # every value is <= max_time_ns < 2**63; issue times add gaps to the latest issue,
+    # so bound their sum before int64 arithmetic could wrap around
+    reach = max(int(state.last_issue.max(initial=0)), int(ts.max(initial=0)))
+    reach += float(gap.sum(dtype=np.float64))
+    if reach > limits.max_time_ns:
+        raise ResourceLimitExceeded(
+            f"issue times (timestamps plus gaps) reach {reach:.4g} ns, over "
+            f"max_time_ns={limits.max_time_ns}",
+            file=path,
+            record=first_index,
+            field="gap_ns",
+        )
     state.ts_present += int(has_ts.sum())
     state.ts_absent += int(n - has_ts.sum())
     if state.first_without_ts is None and not has_ts.all():
@@ -526,7 +587,9 @@ def ingest_files(
     file0 = opened[0][0]
     groups = expand_groups(header, file=file0)
     clocks = clock_of_ranks(header, file=file0)
-    state = _TraceState(groups=groups, clocks=clocks, world_size=header["meta"]["world_size"])
+    state = _TraceState(
+        groups=groups, clocks=clocks, world_size=header["meta"]["world_size"], limits=limits
+    )
     out = Path(output)
     side = sidecar_path(out)
     with atomic_output(out) as tmp:

@@ -1,9 +1,18 @@
 """The resource policy every loader applies to untrusted input.
 
 Canaries and traces travel between teams, so limits are enforced before work that
-scales with the input: file size, decompressed size, events, nesting depth, ranks and
-occurrences after expansion. Defaults suit a 24 GiB laptop; ``--limit NAME=VALUE``
-(or TRACECANARY_LIMITS="name=value,...") raises them.
+scales with the input: file size, decompressed size, JSON document size and nesting
+depth, events, ranks, occurrences after expansion, message bytes and time values.
+Defaults suit a 24 GiB laptop (docs/limits.md lists them and what each bounds);
+``TRACECANARY_LIMITS="name=value,..."`` raises (or lowers) them, e.g.
+``TRACECANARY_LIMITS=max_occurrences=1e9,max_ranks=131072``.
+
+Guarantees: every refusal is a ``ResourceLimitExceeded`` (exit 2) naming the file, the
+limit and, where one value broke it, the field; nothing here reads more than the limit
+(a gzip bomb stops at ``max_decompressed_bytes`` in memory bounded by the chunk size, a
+JSON document is refused before parsing once it is over ``max_json_document_bytes``);
+a corrupt gzip stream, invalid UTF-8, NaN/Infinity (not JSON) and nesting deeper than
+``max_depth`` are refused as ``InputError`` without a traceback.
 """
 
 from __future__ import annotations
@@ -11,49 +20,97 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import io
+import itertools
 import json
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from tracecanary.errors import InputError, ResourceLimitExceeded
 
+READ_CHUNK_BYTES = 1 << 20
+
 
 @dataclass(frozen=True)
 class Limits:
-    max_file_bytes: int = 4 << 30
-    max_decompressed_bytes: int = 16 << 30
-    max_json_document_bytes: int = 2 << 30
-    max_events: int = 200_000_000
-    max_depth: int = 64
-    max_ranks: int = 65_536
-    max_occurrences: int = 100_000_000
+    """Resource limits (see docs/limits.md). Units are in the names."""
+
+    max_file_bytes: int = 4 << 30  # one input file as stored (compressed or not)
+    max_decompressed_bytes: int = 16 << 30  # bytes read out of one (gzip) file
+    max_json_document_bytes: int = 2 << 30  # one JSON document parsed whole
+    max_events: int = 200_000_000  # per-rank events of one trace
+    max_depth: int = 64  # JSON nesting depth
+    max_ranks: int = 65_536  # world size, and members of one group
+    max_occurrences: int = 100_000_000  # logical occurrences a canary expands to
+    max_message_bytes: int = 1 << 40  # bytes of one collective / message
+    max_time_ns: int = 1 << 62  # any timestamp, gap, latency or duration (ns)
 
     def with_overrides(self, spec: str | None) -> Limits:
+        """These limits with ``name=value,...`` applied (values may be written 1e9)."""
         if not spec:
             return self
         changes: dict[str, int] = {}
+        known = {f.name for f in dataclasses.fields(self)}
         for item in spec.split(","):
+            if not item.strip():
+                continue
             name, _, value = item.partition("=")
             name = name.strip()
-            if name not in {f.name for f in dataclasses.fields(self)}:
-                raise InputError(f"unknown resource limit {name!r}", field="limit")
+            if name not in known:
+                raise InputError(
+                    f"unknown resource limit {name!r} (known: {', '.join(sorted(known))})",
+                    field="TRACECANARY_LIMITS",
+                )
             try:
-                changes[name] = int(float(value))
+                number = float(value) if any(c in value for c in ".eE") else int(value)
+                if number != number or number in (float("inf"), float("-inf")):
+                    raise ValueError
+                changes[name] = int(number)
             except ValueError:
                 raise InputError(
-                    f"limit {name} needs a number, got {value!r}", field="limit"
+                    f"limit {name} needs a number, got {value.strip()!r}",
+                    field="TRACECANARY_LIMITS",
                 ) from None
+            if changes[name] < 1:
+                raise InputError(f"limit {name} must be >= 1", field="TRACECANARY_LIMITS")
         return dataclasses.replace(self, **changes)
+
+    def check(
+        self,
+        name: str,
+        value: int,
+        *,
+        what: str | None = None,
+        file: str | os.PathLike | None = None,
+        record: int | str | None = None,
+        field: str | None = None,
+    ) -> int:
+        """``value`` if it is within limit ``name``, else ResourceLimitExceeded naming it."""
+        limit = getattr(self, name)
+        if value > limit:
+            raise ResourceLimitExceeded(
+                f"{what or field or name} is {value}, over {name}={limit} "
+                "(raise it with TRACECANARY_LIMITS)",
+                file=None if file is None else str(file),
+                record=record,
+                field=field,
+            )
+        return value
 
 
 def current_limits() -> Limits:
+    """The defaults with ``TRACECANARY_LIMITS`` applied."""
     return Limits().with_overrides(os.environ.get("TRACECANARY_LIMITS"))
 
 
+_GZIP_ERRORS = (gzip.BadGzipFile, zlib.error, EOFError)
+
+
 class _BoundedReader(io.RawIOBase):
-    """A reader that raises once more than ``limit`` bytes have been read through it."""
+    """A reader that raises once more than ``limit`` bytes have been read through it,
+    and turns a corrupt gzip stream into an InputError."""
 
     def __init__(self, raw: BinaryIO, limit: int, path: str, owned: BinaryIO | None = None) -> None:
         self.raw, self.limit, self.path, self.count = raw, limit, path, 0
@@ -61,16 +118,22 @@ class _BoundedReader(io.RawIOBase):
 
     def close(self) -> None:
         if not self.closed:
-            self.raw.close()
-            if self.owned is not None and self.owned is not self.raw:
-                self.owned.close()
+            try:
+                self.raw.close()
+            finally:
+                if self.owned is not None and self.owned is not self.raw:
+                    self.owned.close()
         super().close()
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:
-        data = self.raw.read(len(buffer))
+        want = min(len(buffer), self.limit - self.count + 1, READ_CHUNK_BYTES)
+        try:
+            data = self.raw.read(max(want, 1))
+        except _GZIP_ERRORS as err:
+            raise InputError(f"corrupt gzip stream: {err}", file=self.path) from None
         self.count += len(data)
         if self.count > self.limit:
             raise ResourceLimitExceeded(
@@ -81,8 +144,8 @@ class _BoundedReader(io.RawIOBase):
 
 
 def open_input(path: str | os.PathLike, limits: Limits | None = None) -> BinaryIO:
-    """Open a possibly gzip-compressed file for reading, enforcing size limits lazily
-    (a gzip bomb stops at the limit, in bounded memory)."""
+    """Open a regular, possibly gzip-compressed file for reading, enforcing the size
+    limits lazily (a gzip bomb stops at the limit, in bounded memory)."""
     limits = limits or current_limits()
     p = Path(path)
     if not p.is_file():
@@ -92,7 +155,10 @@ def open_input(path: str | os.PathLike, limits: Limits | None = None) -> BinaryI
         raise ResourceLimitExceeded(
             f"file is {size} bytes, over max_file_bytes={limits.max_file_bytes}", file=str(path)
         )
-    raw = open(p, "rb")
+    try:
+        raw = open(p, "rb")
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", file=str(path)) from None
     head = raw.read(2)
     raw.seek(0)
     stream: BinaryIO = gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw  # type: ignore[assignment]
@@ -101,7 +167,34 @@ def open_input(path: str | os.PathLike, limits: Limits | None = None) -> BinaryI
     )
 
 
-def _check_depth(obj: Any, max_depth: int, path: str) -> None:
+def read_limited(stream: BinaryIO, cap: int, *, what: str, limit_name: str, file: str) -> bytes:
+    """Everything left in ``stream``, refused once it is over ``cap`` bytes. Reads in
+    chunks: memory is what was read, never a buffer of the cap's size."""
+    chunks = []
+    total = 0
+    while chunk := stream.read(READ_CHUNK_BYTES):
+        total += len(chunk)
+        if total > cap:
+            raise ResourceLimitExceeded(f"{what} is over {limit_name}={cap}", file=file)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def read_input(path: str | os.PathLike, limits: Limits | None = None) -> bytes:
+    """The (decompressed) bytes of a whole file under the policy: max_file_bytes,
+    max_decompressed_bytes and max_json_document_bytes (a text input read whole)."""
+    limits = limits or current_limits()
+    with open_input(path, limits) as stream:
+        return read_limited(
+            stream,
+            limits.max_json_document_bytes,
+            what="document",
+            limit_name="max_json_document_bytes",
+            file=str(path),
+        )
+
+
+def check_depth(obj: Any, max_depth: int, path: str) -> None:
     stack = [(obj, 1)]
     while stack:
         node, depth = stack.pop()
@@ -115,31 +208,98 @@ def _check_depth(obj: Any, max_depth: int, path: str) -> None:
             stack.extend((v, depth + 1) for v in node if isinstance(v, dict | list))
 
 
+_NUMBER_TYPES = {int, float}
+_CONTAINER_TYPES = {list, dict}
+
+
+def _out_of_range(values: list, bound: int) -> Any:
+    """The first number of a list of plain numbers beyond +-bound, else None."""
+    lo, hi = min(values), max(values)
+    if lo >= -bound and hi <= bound:
+        return None
+    return next(v for v in values if not -bound <= v <= bound)
+
+
+def check_number_range(doc: Any, bound: int, *, limit_name: str, file: str | None) -> None:
+    """Refuse a document holding a number beyond ``+-bound`` (ResourceLimitExceeded naming
+    its path), so converting any of its numbers to int64 cannot wrap. JSON Schema calls
+    1e308 an integer; this is where such a value stops. Lists of numbers (and of number
+    vectors) are checked with C-level min/max, not item by item."""
+
+    def where(entry) -> str:
+        keys = []
+        while entry is not None:
+            entry, key = entry
+            keys.append(f"[{key}]" if isinstance(key, int) else f".{key}")
+        return "(document)" + "".join(reversed(keys))
+
+    def refuse(value, entry):
+        raise ResourceLimitExceeded(
+            f"number {value:.6g} is beyond +-{limit_name}={bound}", file=file, field=where(entry)
+        )
+
+    stack: list[tuple[Any, Any]] = [(doc, None)]
+    while stack:
+        node, entry = stack.pop()
+        if isinstance(node, dict):
+            stack.extend((v, (entry, k)) for k, v in node.items())
+        elif isinstance(node, list):
+            types = set(map(type, node))
+            if types == {list}:  # vectors: check them flattened, locate only on failure
+                flat = list(itertools.chain.from_iterable(node))
+                if set(map(type, flat)) <= _NUMBER_TYPES:
+                    if flat and _out_of_range(flat, bound) is not None:
+                        stack.extend((v, (entry, i)) for i, v in enumerate(node))
+                    continue
+            numbers = (
+                node if types <= _NUMBER_TYPES else [x for x in node if type(x) in _NUMBER_TYPES]
+            )
+            if numbers:
+                bad = _out_of_range(numbers, bound)
+                if bad is not None:
+                    refuse(bad, (entry, next(i for i, v in enumerate(node) if v is bad)))
+            if types & _CONTAINER_TYPES:
+                stack.extend(
+                    (v, (entry, i)) for i, v in enumerate(node) if type(v) in _CONTAINER_TYPES
+                )
+        elif type(node) in _NUMBER_TYPES and not -bound <= node <= bound:
+            refuse(node, entry)
+
+
+def refuse_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json_bytes(
+    data: bytes | str, *, file: str, limits: Limits | None = None, record: int | str | None = None
+) -> Any:
+    """Parse one JSON text under the policy: NaN/Infinity, invalid UTF-8 and syntax
+    errors are InputError, nesting deeper than ``max_depth`` is ResourceLimitExceeded."""
+    limits = limits or current_limits()
+    try:
+        doc = json.loads(data, parse_constant=refuse_json_constant)
+    except RecursionError:
+        raise ResourceLimitExceeded(
+            f"JSON nesting deeper than max_depth={limits.max_depth}", file=file, record=record
+        ) from None
+    except json.JSONDecodeError as err:
+        raise InputError(
+            f"not valid JSON (line {err.lineno} column {err.colno}): {err.msg}",
+            file=file,
+            record=record,
+        ) from None
+    except UnicodeDecodeError as err:
+        raise InputError(
+            f"not valid JSON (bad UTF-8 at byte {err.start})", file=file, record=record
+        ) from None
+    except ValueError as err:  # NaN / Infinity, or an integer too long to convert
+        raise InputError(f"not valid JSON: {err}", file=file, record=record) from None
+    check_depth(doc, limits.max_depth, file)
+    return doc
+
+
 def load_json(path: str | os.PathLike, limits: Limits | None = None) -> Any:
     """Parse a JSON document (optionally gzip) under the resource policy; exit-2 errors
     name the file and the position of a syntax error."""
     limits = limits or current_limits()
-    with open_input(path, limits) as f:
-        data = f.read(limits.max_json_document_bytes + 1)
-    if len(data) > limits.max_json_document_bytes:
-        raise ResourceLimitExceeded(
-            f"JSON document over max_json_document_bytes={limits.max_json_document_bytes}",
-            file=str(path),
-        )
-    try:
-        doc = json.loads(data)
-    except RecursionError:
-        raise ResourceLimitExceeded(
-            f"JSON nesting deeper than max_depth={limits.max_depth}", file=str(path)
-        ) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        where = (
-            f"line {err.lineno} column {err.colno}"
-            if isinstance(err, json.JSONDecodeError)
-            else "bytes"
-        )
-        raise InputError(
-            f"not valid JSON ({where}): {getattr(err, 'msg', err)}", file=str(path)
-        ) from None
-    _check_depth(doc, limits.max_depth, str(path))
-    return doc
+    return parse_json_bytes(read_input(path, limits), file=str(path), limits=limits)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from tracecanary.errors import InputError
-from tracecanary.limits import open_input
+from tracecanary.limits import open_input, parse_json_bytes
 from tracecanary.matching import build_program
 from tracecanary.program import Program
 
@@ -30,8 +30,8 @@ def sniff_format(path: str | os.PathLike) -> str:
             return marker
     first = text.splitlines()[0] if text.strip() else ""
     try:
-        doc = json.loads(first)
-    except json.JSONDecodeError:
+        doc = parse_json_bytes(first, file=str(path))
+    except InputError:  # not one JSON line (or over the depth limit): look further
         doc = None
     if doc is None and len(head) >= 1 << 16:  # a large single-line document: parse it whole
         from tracecanary.limits import load_json
@@ -74,8 +74,8 @@ def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
                 pq.read_table(out), json.loads(result.sidecar.read_text())
             )
     if kind == "tracecanary.canary/v1":
+        from tracecanary.compile.document import load_canary
         from tracecanary.compile.expand import expand_canary
-        from tracecanary.limits import load_json
 
-        return expand_canary(load_json(path), executed=executed)
+        return expand_canary(load_canary(path), executed=executed)
     raise InputError(f"unsupported format {kind!r}", file=str(path), field="format")

@@ -47,7 +47,9 @@ def build_manifest(
     derived = []
     for path, record in records:
         pred = record["predicate"]
-        for entry in pred["inputs"]:
+        # a recorded (non-deterministic) step's outputs are the evidence; what it read from
+        # outside the campaign (an external log it staged) stays in its provenance record
+        for entry in pred["inputs"] if pred["deterministic"] else []:
             if entry["path"] not in produced and entry["path"] not in evidence:
                 evidence[entry["path"]] = {
                     "path": entry["path"],

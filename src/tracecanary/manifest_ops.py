@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,7 +48,34 @@ def load_manifest(path: str | os.PathLike) -> dict:
     from tracecanary.schemas import validate
 
     validate(doc, "manifest", file=str(path))
+    _check_paths(doc, str(path))
     return doc
+
+
+def _check_paths(manifest: dict, file: str) -> None:
+    """Every path a manifest names must stay inside the campaign directory: relative,
+    without '..' (an untrusted manifest naming /dev/zero or ../../secret is refused)."""
+    items = (
+        [("config/files", e) for e in manifest["config"]["files"]]
+        + [("evidence", e) for e in manifest["evidence"]]
+        + [("derived", e) for e in manifest["derived"]]
+        + [("provenance", e) for e in manifest["provenance"]]
+        + [
+            ("provenance", e["provenance"])
+            for e in manifest["evidence"] + manifest["derived"]
+            if isinstance(e.get("provenance"), dict)
+        ]
+    )
+    store = manifest["config"]["content"].get("store", "results/cas")
+    for where, item in items + [("config/content/store", {"path": store})]:
+        rel = item["path"]
+        if not isinstance(rel, str):
+            raise InputError("path must be a string", file=file, field=where)
+        parts = Path(rel).parts
+        if not rel or Path(rel).is_absolute() or ".." in parts or "\x00" in rel:
+            raise InputError(
+                f"path {rel[:200]!r} leaves the campaign directory", file=file, field=where
+            )
 
 
 def default_workdir(manifest_path: str | os.PathLike) -> Path:
@@ -95,9 +122,16 @@ def verify_manifest(
         if not path.exists():
             continue
         try:
-            statement = json.loads(path.read_text(encoding="utf-8"))
+            statement = load_json(path)
             subjects = statement["subject"]
-        except (json.JSONDecodeError, KeyError, TypeError):
+            if not isinstance(subjects, list) or not all(
+                isinstance(s, dict)
+                and isinstance(s.get("name"), str)
+                and isinstance(s.get("digest", {}), dict)
+                for s in subjects
+            ):
+                raise TypeError
+        except (InputError, KeyError, TypeError):
             problems.append(Mismatch(rec["path"], "an in-toto statement", "unreadable"))
             continue
         for subject in subjects:
@@ -278,21 +312,48 @@ def pack(manifest_path: str | os.PathLike, output: str | os.PathLike) -> int:
 
 
 def unpack(archive: str | os.PathLike, output: str | os.PathLike) -> int:
-    """Extract ``archive`` into ``output`` refusing absolute paths, '..', links and devices."""
+    """Extract ``archive`` into ``output`` (absent or empty) refusing absolute paths,
+    '..', links and devices, and archives over the resource policy (members' total size
+    over ``max_decompressed_bytes``, more members than ``max_events``), all checked from
+    the member headers before anything is written. Atomic: on any refusal or error
+    ``output`` is left as it was."""
+    from tracecanary.canonical import atomic_output
+    from tracecanary.limits import current_limits
+
+    limits = current_limits()
     target = Path(output)
-    target.mkdir(parents=True, exist_ok=True)
-    count = 0
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InputError(
+            "unpack needs a fresh (empty or absent) directory", file=str(target), field="output"
+        )
+    if not Path(archive).is_file():
+        raise InputError("no such file", file=str(archive))
+    limits.check("max_file_bytes", Path(archive).stat().st_size, file=archive)
+    corrupt = (tarfile.TarError, OSError, EOFError, zlib.error)
     try:
         tar = tarfile.open(archive, mode="r:gz")
-    except (tarfile.TarError, OSError) as err:
+    except corrupt as err:
         raise InputError(f"not a campaign archive: {err}", file=str(archive)) from None
     with tar:
-        for member in tar:
-            name = Path(member.name)
-            if name.is_absolute() or ".." in name.parts or not (member.isfile() or member.isdir()):
-                raise InputError(
-                    f"unsafe archive member {member.name!r}", file=str(archive), field="member"
-                )
-        tar.extractall(target, filter="data")
-        count = len(tar.getmembers())
-    return count
+        total = 0
+        members = []
+        try:
+            for member in tar:
+                name = Path(member.name)
+                unsafe = name.is_absolute() or ".." in name.parts
+                if unsafe or not (member.isfile() or member.isdir()):
+                    raise InputError(
+                        f"unsafe archive member {member.name[:200]!r}",
+                        file=str(archive),
+                        field="member",
+                    )
+                total += member.size
+                limits.check("max_decompressed_bytes", total, what="unpacked size", file=archive)
+                members.append(member)
+                limits.check("max_events", len(members), what="archive members", file=archive)
+            with atomic_output(target, directory=True) as tmp:
+                os.chmod(tmp, 0o755)
+                tar.extractall(tmp, members=members, filter="data")
+        except corrupt as err:
+            raise InputError(f"corrupt campaign archive: {err}", file=str(archive)) from None
+    return len(members)

@@ -49,31 +49,111 @@ def _refuse(field: str, group: str, instance, ranks, message: str) -> MergeError
     )
 
 
+def _instance_keys(events: pd.DataFrame) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """(key code per event, key names, key instance per event).
+
+    The key of a collective is its group id; of a send/recv, ``p2p:<src>-><dst>``. Codes
+    index ``names`` (one code per distinct name, so a group literally named like a p2p
+    key shares its key, as the string keys always did). The instance is the event's
+    explicit ``instance`` when every event has one, else its per-(rank, key) count in
+    row order. Built on integer codes: no per-event Python string is created."""
+    n = len(events)
+    op = events["op"]
+    is_p2p = op.isin(["send", "recv"]).to_numpy(dtype=bool)
+    rank = events["rank"].to_numpy(dtype=np.int64)
+    group_codes, group_names = pd.factorize(events["group"], sort=False)
+    code = group_codes.astype(np.int64)
+    names = [str(g) for g in group_names]
+    if is_p2p.any():
+        peer = events["peer"].to_numpy(dtype=np.float64, na_value=np.nan)[is_p2p]
+        peer = np.where(np.isnan(peer), -1, peer).astype(np.int64)
+        is_send = (op == "send").to_numpy(dtype=bool)[is_p2p]
+        r = rank[is_p2p]
+        src, dst = np.where(is_send, r, peer), np.where(is_send, peer, r)
+        pair_codes, pair_index = pd.factorize(pd.MultiIndex.from_arrays([src, dst]), sort=False)
+        pair_names = [f"p2p:{a}->{b}" for a, b in pair_index]
+        code[is_p2p] = len(names) + pair_codes
+        names += pair_names
+    # unify equal names (a declared group may be called like a p2p key)
+    unified, unique_names = pd.factorize(np.asarray(names, dtype=object), sort=False)
+    if len(unique_names) != len(names):
+        code = unified.astype(np.int64)[code] if n else code
+    names = [str(x) for x in unique_names]
+    if "instance" in events and n and events["instance"].notna().all():
+        instance = events["instance"].to_numpy(dtype=np.int64)
+    else:
+        instance = _cumcount(code * (int(rank.max()) + 1 if n else 1) + rank)
+    return code, names, instance
+
+
+def _cumcount(keys: np.ndarray) -> np.ndarray:
+    """Per element: how many earlier elements share its key (row order)."""
+    n = keys.size
+    out = np.empty(n, dtype=np.int64)
+    if n == 0:
+        return out
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
+    run_start = np.repeat(starts, np.diff(np.append(starts, n)))
+    out[order] = np.arange(n, dtype=np.int64) - run_start
+    return out
+
+
 def assign_instances(events: pd.DataFrame) -> pd.DataFrame:
     """Add ``key_group`` and ``key_instance`` identifying each event's occurrence."""
-    p2p = events["op"].isin(["send", "recv"]).to_numpy()
-    rank = events["rank"].to_numpy()
-    peer = events["peer"].fillna(-1).astype(np.int64).to_numpy()
-    is_send = (events["op"] == "send").to_numpy()
-    src = np.where(is_send, rank, peer)
-    dst = np.where(is_send, peer, rank)
-    key_group = np.where(
-        p2p,
-        pd.Series(src)
-        .astype(str)
-        .radd("p2p:")
-        .str.cat(pd.Series(dst).astype(str), sep="->")
-        .to_numpy(),
-        events["group"].to_numpy(dtype=object),
+    code, names, instance = _instance_keys(events)
+    key_group = np.asarray(names, dtype=object)[code] if len(code) else np.zeros(0, object)
+    return events.assign(key_group=key_group, key_instance=instance)
+
+
+@dataclass(frozen=True)
+class _Occurrences:
+    """Events grouped into occurrences: ``occ_of`` per event (0..G-1 in order of first
+    appearance, as ``groupby(sort=False)`` numbers them), events sorted by occurrence
+    (``order``, stable: file order inside one) with segment ``bounds``."""
+
+    occ_of: np.ndarray
+    order: np.ndarray
+    bounds: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return self.bounds.size - 1
+
+    def rows(self, g: int) -> np.ndarray:
+        """Event rows of occurrence ``g`` in file order."""
+        return self.order[self.bounds[g] : self.bounds[g + 1]]
+
+    def reduce(self, ufunc, values: np.ndarray) -> np.ndarray:
+        return ufunc.reduceat(values[self.order], self.bounds[:-1])
+
+    def first_valid(self, valid: np.ndarray) -> np.ndarray:
+        """Per occurrence: the first row (file order) where ``valid``, else -1."""
+        pos = np.flatnonzero(valid[self.order])
+        at = np.searchsorted(pos, self.bounds[:-1])
+        ok = at < pos.size
+        ok[ok] = pos[at[ok]] < self.bounds[1:][ok]
+        out = np.full(self.count, -1, dtype=np.int64)
+        out[ok] = self.order[pos[at[ok]]]
+        return out
+
+
+def _group_occurrences(code: np.ndarray, instance: np.ndarray) -> _Occurrences:
+    n = code.size
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return _Occurrences(empty, empty, np.zeros(1, dtype=np.int64))
+    occ_of = (
+        pd.DataFrame({"k": code, "i": instance})
+        .groupby(["k", "i"], sort=False)
+        .ngroup()
+        .to_numpy(dtype=np.int64)
     )
-    events = events.assign(key_group=key_group)
-    if "instance" in events and events["instance"].notna().all():
-        events["key_instance"] = events["instance"].astype(np.int64)
-    else:
-        events["key_instance"] = (
-            events.groupby(["rank", "key_group"], sort=False).cumcount().astype(np.int64)
-        )
-    return events
+    order = np.argsort(occ_of, kind="stable")
+    count = int(occ_of.max()) + 1
+    bounds = np.searchsorted(occ_of[order], np.arange(count + 1))
+    return _Occurrences(occ_of, order, bounds)
 
 
 def build_program(
@@ -85,68 +165,83 @@ def build_program(
     clock_map: ClockMap | None = None,
     notes: tuple[str, ...] = (),
 ) -> Program:
-    """Occurrence-level program of a normalized trace (rows in per-rank issue order)."""
-    ev = assign_instances(events.reset_index(drop=True))
-    ranks_seen = np.unique(ev["rank"].to_numpy())
-    seen = set(int(r) for r in ranks_seen)
+    """Occurrence-level program of a normalized trace (rows in per-rank issue order).
 
-    # duplicate contributions
-    dup = ev.duplicated(["key_group", "key_instance", "rank"], keep=False)
-    if dup.any():
-        row = ev[dup].iloc[0]
+    Vectorized over integer codes (memory and time grow with the events, not with
+    Python objects per event); refusals name the same collective, field and ranks as a
+    per-collective scan in order of first appearance would."""
+    ev = events.reset_index(drop=True)
+    code, names, instance = _instance_keys(ev)
+    occs = _group_occurrences(code, instance)
+    G = occs.count
+    rank = ev["rank"].to_numpy(dtype=np.int64)
+    seen = set(np.unique(rank).tolist())
+    names_arr = np.asarray(names, dtype=object)
+
+    def key_of(g: int) -> tuple[str, int]:
+        row = int(occs.order[occs.bounds[g]])
+        return str(names_arr[code[row]]), int(instance[row])
+
+    # duplicate contributions: the first row (file order) of any duplicated (occ, rank)
+    width = int(rank.max()) + 1 if rank.size else 1
+    pair = occs.occ_of * width + rank
+    sorted_pair = np.sort(pair)
+    repeated = sorted_pair[1:][sorted_pair[1:] == sorted_pair[:-1]]
+    if repeated.size:
+        row = int(np.flatnonzero(np.isin(pair, repeated))[0])
         raise _refuse(
             "rank",
-            row.key_group,
-            row.key_instance,
-            [row["rank"]],
+            str(names_arr[code[row]]),
+            int(instance[row]),
+            [rank[row]],
             "two contributions of the same rank to one collective",
         )
 
-    grouped = ev.groupby(["key_group", "key_instance"], sort=False)
-    # conflicting metadata
-    ev["root_f"] = ev["root"].fillna(-1).astype(np.int64)
-    for field, column in (("op", "op"), ("bytes", "bytes"), ("dtype", "dtype"), ("root", "root_f")):
-        if field == "op":
-            kind = ev["op"].where(~ev["op"].isin(["send", "recv"]), "p2p")
-            nun = kind.groupby([ev["key_group"], ev["key_instance"]], sort=False).nunique()
-        else:
-            nun = (
-                grouped[column].nunique(dropna=False)
-                if column != "root_f"
-                else ev.groupby(["key_group", "key_instance"], sort=False)["root_f"].nunique()
-            )
-        bad = nun[nun > 1]
-        if len(bad):
-            g, k = bad.index[0]
-            members = ev[(ev.key_group == g) & (ev.key_instance == k)]
-            values = ", ".join(
-                f"rank {r}: {v}"
-                for r, v in zip(
-                    members["rank"], members[column if field != "root" else "root_f"], strict=True
-                )
+    # conflicting metadata (op kind, bytes, dtype, root), first field then first collective
+    op_codes, op_names = pd.factorize(ev["op"], sort=False)
+    op_names = np.asarray([str(o) for o in op_names], dtype=object)
+    is_p2p_ev = np.isin(op_codes, np.flatnonzero(np.isin(op_names, ["send", "recv"])))
+    is_send = np.isin(op_codes, np.flatnonzero(op_names == "send"))
+    root_f = ev["root"].fillna(-1).to_numpy(dtype=np.int64)
+    kind_codes = np.where(is_p2p_ev, -2, op_codes)
+    dtype_codes, dtype_names = pd.factorize(ev["dtype"], sort=False)
+    dtype_names = np.asarray(list(dtype_names) + [np.nan], dtype=object)  # code -1: missing
+    bytes_v = ev["bytes"].to_numpy(dtype=np.int64)
+    for field, values, shown in (
+        ("op", kind_codes, lambda idx: op_names[op_codes[idx]]),
+        ("bytes", bytes_v, lambda idx: bytes_v[idx]),
+        ("dtype", dtype_codes, lambda idx: dtype_names[dtype_codes[idx]]),
+        ("root", root_f, lambda idx: root_f[idx]),
+    ):
+        if not G:
+            break
+        values = np.asarray(values, dtype=np.int64)
+        bad = np.flatnonzero(occs.reduce(np.minimum, values) != occs.reduce(np.maximum, values))
+        if bad.size:
+            g, k = key_of(int(bad[0]))
+            idx = occs.rows(int(bad[0]))
+            text = ", ".join(
+                f"rank {r}: {v}" for r, v in zip(rank[idx].tolist(), list(shown(idx)), strict=True)
             )
             raise _refuse(
-                field, g, k, members["rank"], f"conflicting {field} across members ({values})"[:300]
+                field, g, k, rank[idx], f"conflicting {field} across members ({text})"[:300]
             )
+    size = np.diff(occs.bounds)
     # p2p pairing: each pair must have exactly one send and one recv
-    p2p = ev[ev["op"].isin(["send", "recv"])]
-    if len(p2p):
-        counts = p2p.groupby(["key_group", "key_instance"], sort=False)["op"].agg(
-            lambda s: tuple(sorted(s))
-        )
-        bad = counts[counts != ("recv", "send")]
-        if len(bad):
-            g, k = bad.index[0]
-            members = p2p[(p2p.key_group == g) & (p2p.key_instance == k)]
+    if is_p2p_ev.any():
+        sends = np.bincount(occs.occ_of[is_send], minlength=G)
+        p2p_rows = np.bincount(occs.occ_of[is_p2p_ev], minlength=G)
+        recvs = p2p_rows - sends
+        bad = np.flatnonzero((p2p_rows > 0) & ~((sends == 1) & (recvs == 1)))
+        if bad.size:
+            g, k = key_of(int(bad[0]))
+            idx = occs.rows(int(bad[0]))
+            idx = idx[is_p2p_ev[idx]]
+            found = ["recv"] * int(recvs[bad[0]]) + ["send"] * int(sends[bad[0]])
             raise _refuse(
-                "peer",
-                g,
-                k,
-                members["rank"],
-                f"send/recv do not pair (found {', '.join(bad.iloc[0])})",
+                "peer", g, k, rank[idx], f"send/recv do not pair (found {', '.join(found)})"
             )
     # membership: every captured rank of the group must contribute
-    size = grouped.size()
     expected = {}
     partially_captured = []
     for gid, ranks in groups.items():
@@ -154,12 +249,16 @@ def build_program(
         expected[gid] = len(captured)
         if len(captured) < len(ranks):
             partially_captured.append(gid)
-    keys = size.index.get_level_values(0)
-    want = np.array([2 if k.startswith("p2p:") else expected.get(k, 0) for k in keys])
-    short = np.flatnonzero(size.to_numpy() < want)
+    first_row = occs.order[occs.bounds[:-1]] if G else np.zeros(0, dtype=np.int64)
+    key_names = names_arr[code[first_row]] if G else names_arr[:0]
+    want_by_code = np.array(
+        [2 if k.startswith("p2p:") else expected.get(k, 0) for k in names], dtype=np.int64
+    )
+    want = want_by_code[code[first_row]] if G else np.zeros(0, dtype=np.int64)
+    short = np.flatnonzero(size < want)
     if short.size:
-        g, k = size.index[short[0]]
-        members = ev[(ev.key_group == g) & (ev.key_instance == k)]["rank"].tolist()
+        g, k = key_of(int(short[0]))
+        members = rank[occs.rows(int(short[0]))].tolist()
         missing = [r for r in groups[g] if r in seen and r not in members]
         raise _refuse(
             "rank",
@@ -169,28 +268,30 @@ def build_program(
             f"rank(s) {','.join(map(str, missing))} of group {g} did not record this collective",
         )
     # measured fields: all members or none
+    measured_values = {}
     for field in ("latency_ns", "overlap_ns"):
-        measured = (
-            ev[field]
-            .notna()
-            .groupby([ev["key_group"], ev["key_instance"]], sort=False)
-            .agg(["any", "all"])
-        )
-        bad = measured[measured["any"] & ~measured["all"]]
-        if len(bad):
-            g, k = bad.index[0]
-            members = ev[(ev.key_group == g) & (ev.key_instance == k)]
-            which = members[members[field].isna()]["rank"].tolist()
+        column = ev[field]
+        present = column.notna().to_numpy(dtype=bool)
+        if pd.api.types.is_integer_dtype(column.dtype):  # nothing missing: exact int64
+            values, floor = column.to_numpy(dtype=np.int64), np.iinfo(np.int64).min
+        else:  # float64 with NaN, as pandas holds an integer column with gaps
+            values, floor = column.to_numpy(dtype=np.float64, na_value=np.nan), -np.inf
+        count = np.bincount(occs.occ_of[present], minlength=G) if G else np.zeros(0, np.int64)
+        bad = np.flatnonzero((count > 0) & (count < size))
+        if bad.size:
+            g, k = key_of(int(bad[0]))
+            idx = occs.rows(int(bad[0]))
+            which = rank[idx][~present[idx]].tolist()
             raise _refuse(
                 field,
                 g,
                 k,
-                members["rank"],
+                rank[idx],
                 f"{field} partially measured (absent on rank(s) {','.join(map(str, which))})",
             )
+        measured_values[field] = (np.where(present, values, floor), count)
 
     # clocks -> arrival on one timeline
-    rank = ev["rank"].to_numpy(dtype=np.int64)
     local = (
         ev["arrival_ns"].fillna(ev["issue_ns"]).astype(np.int64).to_numpy()
         if "arrival_ns" in ev
@@ -209,75 +310,79 @@ def build_program(
         skew_reason = (
             f"ranks read {len(domains)} different clocks and no clock calibration was given"
         )
-        origin = (
-            ev.assign(local=local)
-            .groupby(ev["rank"].map(clocks))["local"]
-            .transform("min")
-            .to_numpy()
+        clock_codes, _ = pd.factorize(
+            np.asarray([clocks[int(r)] for r in range(width)], dtype=object)[rank], sort=False
         )
-        arrival = local - origin
+        origin = np.full(
+            int(clock_codes.max()) + 1 if clock_codes.size else 0, np.iinfo(np.int64).max
+        )
+        np.minimum.at(origin, clock_codes, local)
+        arrival = local - origin[clock_codes]
     if partially_captured:
         skew_known = False
         reason = f"group(s) {', '.join(sorted(partially_captured))} were captured on only some of their ranks"
         skew_reason = reason if skew_reason is None else f"{skew_reason}; {reason}"
-    ev["arrival_ref"] = arrival
+    arrival = np.asarray(arrival, dtype=np.int64)
 
-    occ = grouped.agg(
-        op=("op", "first"),
-        bytes=("bytes", "first"),
-        dtype=("dtype", "first"),
-        root=("root_f", "first"),
-        phase=("phase", "first"),
-        stream=("stream", "first"),
-        T=("arrival_ref", "min"),
-        overlap_ns=("overlap_ns", "max"),
-        latency_ns=("latency_ns", "max"),
-        group_size=("rank", "size"),
-    ).reset_index()
-    is_p2p = occ["key_group"].str.startswith("p2p:").to_numpy()
-    # the declared group size (members may be fewer when only some ranks were captured)
+    # one row per occurrence (first appearance order), then sorted by (T, key, instance)
+    T_g = occs.reduce(np.minimum, arrival) if G else np.zeros(0, dtype=np.int64)
+    is_p2p_g = np.array([k.startswith("p2p:") for k in names], dtype=bool)[code[first_row]]
     declared = {gid: len(ranks) for gid, ranks in groups.items()}
-    occ["group_size"] = np.where(
-        is_p2p, 2, occ["key_group"].map(declared).fillna(0).to_numpy()
-    ).astype(np.int64)
-    occ["op"] = np.where(is_p2p, "send", occ["op"].to_numpy(dtype=object))
-    occ = occ.sort_values(["T", "key_group", "key_instance"], kind="stable").reset_index(drop=True)
-    occ["occ"] = np.arange(len(occ), dtype=np.int64)
-    T = occ["T"].to_numpy(np.int64)
-    gap = np.diff(T, prepend=T[:1]) if len(T) else T
-    has_overlap = occ["overlap_ns"].notna().to_numpy()
-    overlap = occ["overlap_ns"].fillna(0).astype(np.int64).to_numpy()
-    tail = _tail_windows(overlap, has_overlap)
+    declared_by_code = np.array([declared.get(k, 0) for k in names], dtype=np.int64)
+    group_size_g = np.where(is_p2p_g, 2, declared_by_code[code[first_row]]).astype(np.int64)
+    name_rank = np.empty(len(names), dtype=np.int64)
+    name_rank[np.argsort(np.asarray(names, dtype=object), kind="stable")] = np.arange(len(names))
+    inst_g = instance[first_row]
+    perm = np.lexsort((inst_g, name_rank[code[first_row]], T_g))
+    new_index = np.empty(G, dtype=np.int64)
+    new_index[perm] = np.arange(G, dtype=np.int64)
 
-    index = pd.MultiIndex.from_frame(occ[["key_group", "key_instance"]])
-    ev_index = pd.MultiIndex.from_frame(ev[["key_group", "key_instance"]])
-    member_occ = occ["occ"].to_numpy()[index.get_indexer(ev_index)]
-    skew = ev["arrival_ref"].to_numpy(np.int64) - T[member_occ]
-    members = pd.DataFrame(
-        {"occ": member_occ, "rank": rank, "skew_ns": skew if skew_known else np.zeros_like(skew)}
-    )
-    members = members.sort_values(["occ", "rank"], kind="stable").reset_index(drop=True)
+    def optional_text(column: str) -> np.ndarray:
+        """First non-missing value per occurrence (as groupby ``first`` skips NA), or ""."""
+        out = np.full(G, "", dtype=object)
+        if column in ev:
+            first = occs.first_valid(ev[column].notna().to_numpy(dtype=bool))
+            found = first >= 0
+            out[found] = ev[column].iloc[first[found]].to_numpy(dtype=object)
+        return out[perm]
+
+    def measured_max(field: str) -> tuple[np.ndarray, np.ndarray]:
+        values, count = measured_values[field]
+        top = occs.reduce(np.maximum, values) if G else np.zeros(0, dtype=values.dtype)
+        has = count > 0
+        return np.where(has, top, 0).astype(np.int64)[perm], has[perm]
+
+    T = T_g[perm]
+    gap = np.diff(T, prepend=T[:1]) if len(T) else T
+    overlap, has_overlap = measured_max("overlap_ns")
+    latency, has_latency = measured_max("latency_ns")
+    tail = _tail_windows(overlap, has_overlap)
+    ops_g = np.where(is_p2p_g, "send", op_names[op_codes[first_row]]).astype(object)
+
+    member_occ = new_index[occs.occ_of]
+    skew = arrival - T[member_occ]
+    mem_order = np.lexsort((rank, member_occ))
     return make_program(
         {
-            "op": occ["op"].to_numpy(dtype=object),
-            "bytes": occ["bytes"].to_numpy(np.int64),
-            "dtype": occ["dtype"].to_numpy(dtype=object),
-            "group": occ["key_group"].to_numpy(dtype=object),
-            "group_size": occ["group_size"].to_numpy(np.int64),
-            "root": occ["root"].to_numpy(np.int64),
-            "phase": occ["phase"].fillna("").to_numpy(dtype=object),
-            "stream": occ["stream"].fillna("").to_numpy(dtype=object),
+            "op": ops_g[perm],
+            "bytes": bytes_v[first_row][perm],
+            "dtype": dtype_names[dtype_codes[first_row]][perm],
+            "group": key_names[perm],
+            "group_size": group_size_g[perm],
+            "root": root_f[first_row][perm],
+            "phase": optional_text("phase"),
+            "stream": optional_text("stream"),
             "gap_ns": gap,
             "overlap_ns": overlap,
             "has_overlap": has_overlap,
-            "latency_ns": occ["latency_ns"].fillna(0).astype(np.int64).to_numpy(),
-            "has_latency": occ["latency_ns"].notna().to_numpy(),
+            "latency_ns": latency,
+            "has_latency": has_latency,
             "tail": tail,
         },
         {
-            "occ": members["occ"].to_numpy(),
-            "rank": members["rank"].to_numpy(),
-            "skew_ns": members["skew_ns"].to_numpy(),
+            "occ": member_occ[mem_order],
+            "rank": rank[mem_order],
+            "skew_ns": (skew if skew_known else np.zeros_like(skew))[mem_order],
         },
         world_size=world_size,
         skew_known=skew_known,

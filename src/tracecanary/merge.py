@@ -33,10 +33,45 @@ from tracecanary.trace_io import write_trace
 OPTIONAL_INT = ("root", "peer", "latency_ns", "overlap_ns", "instance")
 
 
+MAX_DRIFT_PPB = 1e9  # a clock running at twice (or zero) the reference rate is no clock
+
+
 def load_calibration(path: str | os.PathLike) -> dict:
-    doc = load_json(path)
+    """A ``tracecanary.calibration/v1`` document, parsed under the resource policy and
+    validated; offsets, anchors and uncertainties must lie within ``max_time_ns`` and
+    drift within 10^9 ppb, so mapping a timestamp cannot overflow."""
+    limits = current_limits()
+    doc = load_json(path, limits)
     validate(doc, "calibration", file=str(path))
+    for i, clock in enumerate(doc["clocks"]):
+        for key in ("offset_ns", "anchor_ns", "uncertainty_ns"):
+            if key in clock:
+                limits.check(
+                    "max_time_ns", abs(clock[key]), file=path, record=i, field=f"clocks/{i}/{key}"
+                )
+        if not abs(clock["drift_ppb"]) <= MAX_DRIFT_PPB:
+            raise InputError(
+                f"drift_ppb {clock['drift_ppb']} is beyond +-{MAX_DRIFT_PPB:.0e} ppb",
+                file=str(path),
+                record=i,
+                field=f"clocks/{i}/drift_ppb",
+            )
     return doc
+
+
+def _check_mapped(mapped_ns: np.ndarray, rank: np.ndarray, file: str, what: str) -> None:
+    """Refuse timestamps a calibration maps below 0 or beyond max_time_ns."""
+    limit = current_limits().max_time_ns
+    bad = (mapped_ns < 0) | (mapped_ns > limit)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise MergeError(
+            f"calibration maps a {what} of rank {int(rank[i])} to {mapped_ns[i]:.6g} ns, "
+            f"outside [0, max_time_ns={limit}]",
+            file=file,
+            record=f"rank {int(rank[i])}",
+            field="clocks",
+        )
 
 
 def clock_map_from_calibration(
@@ -63,6 +98,13 @@ def clock_map_from_calibration(
         anchor[r] = entry.get("anchor_ns", 0)
         unc[r] = entry["uncertainty_ns"]
     return ClockMap(offset, drift, anchor, unc, calibration["reference"])
+
+
+def _mapped_float(clock_map: ClockMap, rank: np.ndarray, local_ns: np.ndarray) -> np.ndarray:
+    """``ClockMap.to_reference`` in float64: cannot wrap, close enough to bound-check."""
+    local = local_ns.astype(np.float64)
+    drift = clock_map.drift_ppb[rank] * (local - clock_map.anchor_ns[rank]) / 1e9
+    return local + clock_map.offset_ns[rank].astype(np.float64) + drift
 
 
 def _refuse_duplicate_ranks(captures: list[str]) -> None:
@@ -127,12 +169,19 @@ def merge_captures(
     notes = list(meta.get("notes", []))
     if clock_map is not None:
         rank = events["rank"].to_numpy(np.int64)
-        events["ts_ns"] = clock_map.to_reference(rank, events["issue_ns"].to_numpy(np.int64))
+        issue = events["issue_ns"].to_numpy(np.int64)
+        _check_mapped(_mapped_float(clock_map, rank, issue), rank, calibration_path, "timestamp")
+        events["ts_ns"] = clock_map.to_reference(rank, issue)
         if events["arrival_ns"].notna().any():
             has = events["arrival_ns"].notna().to_numpy()
-            mapped = clock_map.to_reference(
-                rank, events["arrival_ns"].fillna(0).astype(np.int64).to_numpy()
+            arrival = events["arrival_ns"].fillna(0).astype(np.int64).to_numpy()
+            _check_mapped(
+                np.where(has, _mapped_float(clock_map, rank, arrival), 0.0),
+                rank,
+                calibration_path,
+                "arrival time",
             )
+            mapped = clock_map.to_reference(rank, arrival)
             events["arrival_ns"] = np.where(has, mapped, np.nan)
         ref_id = f"reference:{calibration['reference']}"
         meta["clock_domains"] = [{"id": ref_id, "ranks": ranks}]

@@ -129,6 +129,8 @@ def build_physical_report(attempts: list[str], *, tie_tolerance: float = 0.02) -
                 for k in ("torch", "backend", "hosts", "cpu_model", "nccl_version")
                 if k in env
             }
+            if isinstance(environment.get("torch"), dict):
+                environment["torch"] = environment["torch"].get("version")
         by.setdefault((program, config), []).append(attempt_metrics(p))
     configs = sorted({c for _, c in by})
     per_config = {}

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from tracecanary.errors import SchemaError
+from tracecanary.limits import Limits
 from tracecanary.schemas import validate
 
 FORMAT = "tracecanary.trace/v1"
@@ -50,6 +51,7 @@ INT_FIELDS = (
     "instance",
 )
 STR_FIELDS = ("op", "dtype", "group", "phase", "stream")
+TIME_FIELDS = ("ts_ns", "gap_ns", "latency_ns", "overlap_ns", "arrival_ns")
 
 # Arrow schema of events as read (file order, all optional fields nullable).
 EVENT_SCHEMA = pa.schema(
@@ -121,6 +123,34 @@ def check_event_dict(event: Any, *, file: str, record: int) -> None:
             file=file,
             record=record,
             field="op",
+        )
+
+
+def check_header_limits(header: dict, limits: Limits, *, file: str) -> None:
+    """Refuse (ResourceLimitExceeded, exit 2) a schema-valid header whose declared sizes
+    are over the resource policy, before anything is allocated for them: world size and
+    each group's size over ``max_ranks``, declared group members in total (start/stride
+    groups counted by their ``size``) over ``max_events``."""
+    limits.check("max_ranks", header["meta"]["world_size"], file=file, field="meta/world_size")
+    total = 0
+    for index, group in enumerate(header["groups"]):
+        size = len(group["ranks"]) if "ranks" in group else group["size"]
+        limits.check(
+            "max_ranks",
+            size,
+            what=f"group {group['id']!r} size",
+            file=file,
+            field=f"groups/{index}",
+        )
+        total += size
+    limits.check("max_events", total, what="declared group members", file=file, field="groups")
+    for index, domain in enumerate(header["meta"].get("clock_domains", [])):
+        limits.check(
+            "max_ranks",
+            len(domain["ranks"]),
+            what=f"clock domain {domain['id']!r} size",
+            file=file,
+            field=f"meta/clock_domains/{index}/ranks",
         )
 
 

@@ -22,3 +22,21 @@ rule alphabeta:
         ENV
     script:
         "../../scripts/alphabeta.py"
+
+
+rule stage_external:
+    # an external measurement (e.g. real nccl-tests output) copied into the campaign, so the
+    # manifest binds it as recorded evidence inside the campaign directory
+    input:
+        original=lambda wc: EXTERNAL[wc.ladder]["path"],
+    output:
+        staged="results/{campaign}/external/{ladder}.txt",
+        prov="results/{campaign}/provenance/stage_external/{ladder}.json",
+    log:
+        "logs/{campaign}/stage_external/{ladder}.log",
+    benchmark:
+        "benchmarks/{campaign}/stage_external/{ladder}.tsv"
+    conda:
+        ENV
+    script:
+        "../../scripts/stage_external.py"

@@ -42,16 +42,21 @@ def get_merge_input(wildcards):
     raise ValueError(f"source {wildcards.source} has no captures to merge")
 
 
-ALPHABETA = {
+# external ladders (nccl-tests logs) are staged into the campaign as recorded evidence
+EXTERNAL = {
     a["id"]: a
     for a in config.get("alphabeta", {}).get("external", [])
     if not a.get("optional") or Path(a["path"]).exists()
+}
+ALPHABETA = {
+    lid: {**a, "path": f"results/{CAMPAIGN}/external/{lid}.txt"} for lid, a in EXTERNAL.items()
 }
 
 
 def provenance_targets():
     """Every provenance record the campaign produces (the manifest's inputs)."""
     targets = [f"results/{CAMPAIGN}/provenance/alphabeta/{lid}.json" for lid in ALPHABETA]
+    targets += [f"results/{CAMPAIGN}/provenance/stage_external/{lid}.json" for lid in EXTERNAL]
     for sid, src in SOURCES.items():
         targets.append(f"results/{CAMPAIGN}/provenance/ingest/{sid}.json")
         targets += [f"results/{CAMPAIGN}/provenance/compile/{sid}/{b}.json" for b in BUDGETS]
