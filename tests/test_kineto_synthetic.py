@@ -4,6 +4,8 @@ refusal (exit 2, one located line, no output left behind)."""
 
 from __future__ import annotations
 
+import copy
+
 import gzip
 import json
 from pathlib import Path
@@ -467,7 +469,8 @@ def test_malformed_fields_give_a_valid_trace_or_a_located_refusal(edits):
                               "Concrete Inputs": ["", "", "1", "0"]}},
     ]  # fmt: skip
     doc = kineto(events, pg_config=[pg("0", [0, 1], "default_pg")])
-    for index, key, value in edits:
+    for index, key, shared_value in edits:
+        value = copy.deepcopy(shared_value)  # the same sampled object may be edited in twice
         event = doc["traceEvents"][index % len(events)]
         if key in _KEYS and isinstance(event.get("args"), dict):
             event["args"][key] = value
