@@ -5,7 +5,6 @@ refusal (exit 2, one located line, no output left behind)."""
 from __future__ import annotations
 
 import copy
-
 import gzip
 import json
 from pathlib import Path
