@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -13,38 +14,67 @@ from pathlib import Path
 
 from bench.common import REPO, run_child
 
-MODULES = ["bench_ingest", "bench_kineto", "bench_compile", "bench_sim", "bench_verify", "bench_search", "bench_campaign", "bench_scale"]
+# where the results go (bench/results.json; tests point it elsewhere)
+RESULTS = Path(os.environ.get("TRACECANARY_BENCH_RESULTS", REPO / "bench" / "results.json"))
+
+MODULES = [
+    "bench_ingest",
+    "bench_kineto",
+    "bench_compile",
+    "bench_sim",
+    "bench_verify",
+    "bench_search",
+    "bench_campaign",
+    "bench_scale",
+]
 
 
 def machine() -> dict:
     cpu = ""
     try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+        cpu = next(
+            line.split(":", 1)[1].strip()
+            for line in open("/proc/cpuinfo")
+            if line.startswith("model name")
+        )
     except (OSError, StopIteration):
         pass
     mem = ""
     try:
-        mem = next(line.split(":", 1)[1].strip() for line in open("/proc/meminfo") if line.startswith("MemTotal"))
+        mem = next(
+            line.split(":", 1)[1].strip()
+            for line in open("/proc/meminfo")
+            if line.startswith("MemTotal")
+        )
     except (OSError, StopIteration):
         pass
-    import os
-
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory": mem, "python": platform.python_version(), "platform": platform.platform()}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory": mem,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("--quick", action="store_true", help="small inputs (under 2 minutes in all)")
+    parser.add_argument(
+        "--quick", action="store_true", help="small inputs (under 2 minutes in all)"
+    )
     parser.add_argument("--only", nargs="*", help="module names (bench_sim ...)")
     args = parser.parse_args()
     rows = []
     started = time.time()
+    load_start = _loadavg()
     for name in args.only or MODULES:
         if not (REPO / "bench" / f"{name}.py").exists():
             continue
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         try:
-            result, rss = run_child(f"import json, bench.{name} as m; print(json.dumps(m.run(quick={args.quick})))")
+            result, rss = run_child(
+                f"import json, bench.{name} as m; print(json.dumps(m.run(quick={args.quick})))"
+            )
         except RuntimeError as err:
             rows.append({"case": name, "error": str(err)[-500:]})
             continue
@@ -54,10 +84,27 @@ def main() -> int:
                 r["peak_rss_mb"] = round(rss, 1)
             rows.append(r)
     print_table(rows)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
-    out = {"machine": machine(), "quick": args.quick, "commit": commit, "seconds": round(time.time() - started, 1), "rows": rows}
-    (REPO / "bench" / "results.json").write_text(json.dumps(out, indent=1) + "\n")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
+    ).stdout.strip()
+    out = {
+        "machine": {**machine(), "loadavg_start": load_start, "loadavg_end": _loadavg()},
+        "quick": args.quick,
+        "commit": commit,
+        "seconds": round(time.time() - started, 1),
+        "rows": rows,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(out, indent=1) + "\n")
     return 0
+
+
+def _loadavg() -> str:
+    """1/5/15-minute load averages: other work on the machine skews wall times."""
+    try:
+        return " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return ""
 
 
 def _fmt(v) -> str:
@@ -71,8 +118,18 @@ def _fmt(v) -> str:
 def print_table(rows: list[dict]) -> None:
     cols = ["case", "figure", "unit", "comparator_figure", "ratio", "target", "met", "peak_rss_mb"]
     header = ["case", "figure", "unit", "comparator", "ratio", "target", "met", "peak MiB"]
-    table = [[_fmt(r.get(c, "")) if "error" not in r else (r["case"] if c == "case" else ("ERROR" if c == "figure" else "")) for c in cols] for r in rows]
-    widths = [max(len(h), *(len(t[i]) for t in table)) if table else len(h) for i, h in enumerate(header)]
+    table = [
+        [
+            _fmt(r.get(c, ""))
+            if "error" not in r
+            else (r["case"] if c == "case" else ("ERROR" if c == "figure" else ""))
+            for c in cols
+        ]
+        for r in rows
+    ]
+    widths = [
+        max(len(h), *(len(t[i]) for t in table)) if table else len(h) for i, h in enumerate(header)
+    ]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
     for t in table:
         print("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)))

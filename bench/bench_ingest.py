@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bench.common import WORK, median_time, row, run_child
+from bench.common import WORK, row, run_child
 
 
 def make_input(events: int) -> str:
@@ -16,7 +16,10 @@ def make_input(events: int) -> str:
         return str(path)
     docs, _ = build_decode(DecodeSpec(ranks=4, events_per_rank=events // 4))
     doc = docs[0]
-    doc["meta"]["clock_domains"] = [{"id": "hosta", "ranks": [0, 1]}, {"id": "hostb", "ranks": [2, 3]}]
+    doc["meta"]["clock_domains"] = [
+        {"id": "hosta", "ranks": [0, 1]},
+        {"id": "hostb", "ranks": [2, 3]},
+    ]
     doc["meta"]["source"] = "bench: synth decode, 4 ranks in one file"
     doc["events"] = [e for d in docs for e in d["events"]]
     WORK.mkdir(parents=True, exist_ok=True)

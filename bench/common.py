@@ -8,6 +8,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,15 +29,37 @@ def median_time(fn: Callable[[], object], repeats: int) -> float:
 
 def run_child(code: str, timeout: float = 3600) -> tuple[dict, float]:
     """Run python ``code`` (which prints one JSON object last) in a child; return
-    (that object, the child's peak RSS in MiB)."""
+    (that object, the child's peak RSS in MiB, its waited-for descendants included).
+
+    Both pipes are drained by threads while the child runs (a chatty child never blocks
+    on a full pipe); the child is reaped with ``wait4`` to read its resource usage. A
+    child still running after ``timeout`` seconds is killed (RuntimeError)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
     )
-    _, status, usage = os.wait4(proc.pid, 0)
-    out = proc.stdout.read()
-    err = proc.stderr.read()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"benchmark child failed: {err[-2000:]}")
+    chunks: dict[str, str] = {}
+    readers = [
+        threading.Thread(target=lambda k=k, s=s: chunks.__setitem__(k, s.read()), daemon=True)
+        for k, s in (("out", proc.stdout), ("err", proc.stderr))
+    ]
+    for t in readers:
+        t.start()
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped: keep Popen from waiting
+    for t in readers:
+        t.join()
+    out, err = chunks.get("out", ""), chunks.get("err", "")
+    if proc.returncode != 0:
+        raise RuntimeError(f"benchmark child failed (exit {proc.returncode}): {err[-2000:]}")
     return json.loads(out.strip().splitlines()[-1]), usage.ru_maxrss / 1024
 
 
@@ -44,7 +67,18 @@ def self_peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def row(case, figure, unit, comparator, comparator_figure, ratio, target, met, peak_rss_mb=None, notes=""):
+def row(
+    case,
+    figure,
+    unit,
+    comparator,
+    comparator_figure,
+    ratio,
+    target,
+    met,
+    peak_rss_mb=None,
+    notes="",
+):
     return {
         "case": case,
         "figure": figure,

@@ -309,6 +309,10 @@ def _check_batch(
 ) -> pa.RecordBatch:
     """Vectorized semantic checks of one batch; returns the normalized batch."""
     n = batch.num_rows
+    try:  # the JSON reader passes invalid UTF-8 inside strings through
+        batch.validate(full=True)
+    except pa.ArrowInvalid as err:
+        raise _locate_jsonl_error(path, first_index, str(err)) from None
     col = {name: batch.column(name) for name in EVENT_FIELDS}
     for name in ("rank", "seq", "op", "bytes", "dtype", "group"):
         if col[name].null_count:

@@ -195,6 +195,8 @@ def read_input(path: str | os.PathLike, limits: Limits | None = None) -> bytes:
 
 
 def check_depth(obj: Any, max_depth: int, path: str) -> None:
+    """Refuse a parsed JSON value nested deeper than ``max_depth`` (iterative: no
+    recursion however deep the value)."""
     stack = [(obj, 1)]
     while stack:
         node, depth = stack.pop()
@@ -267,6 +269,7 @@ def check_number_range(doc: Any, bound: int, *, limit_name: str, file: str | Non
 
 
 def refuse_json_constant(name: str) -> Any:
+    """``json.loads(parse_constant=...)``: NaN, Infinity and -Infinity are not JSON."""
     raise ValueError(f"{name} is not a JSON number")
 
 

@@ -9,10 +9,11 @@ import os
 import tempfile
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracecanary.errors import InputError
-from tracecanary.limits import open_input, parse_json_bytes
+from tracecanary.limits import load_json, open_input, parse_json_bytes
 from tracecanary.matching import build_program
 from tracecanary.program import Program
 
@@ -34,8 +35,6 @@ def sniff_format(path: str | os.PathLike) -> str:
     except InputError:  # not one JSON line (or over the depth limit): look further
         doc = None
     if doc is None and len(head) >= 1 << 16:  # a large single-line document: parse it whole
-        from tracecanary.limits import load_json
-
         doc = load_json(p)
     if isinstance(doc, dict) and isinstance(doc.get("format"), str):
         return doc["format"]
@@ -63,7 +62,11 @@ def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
         side = sidecar_path(path)
         if not side.is_file():
             raise InputError("normalized table has no .meta.json sidecar", file=str(path))
-        return program_from_normalized(pq.read_table(path), json.loads(side.read_text()))
+        try:
+            table = pq.read_table(path)
+        except (pa.ArrowException, OSError) as err:
+            raise InputError(f"unreadable Parquet: {err}"[:300], file=str(path)) from None
+        return program_from_normalized(table, load_json(side))
     if kind == "tracecanary.trace/v1":
         from tracecanary.ingest import ingest_files
 

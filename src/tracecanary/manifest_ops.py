@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import gzip
-import io
 import os
 import shutil
 import subprocess
@@ -285,10 +284,19 @@ def pack(manifest_path: str | os.PathLike, output: str | os.PathLike) -> int:
 
     manifest = load_manifest(manifest_path)
     root = default_workdir(manifest_path)
-    manifest_rel = Path(manifest_path).resolve().relative_to(root.resolve()).as_posix()
+    try:
+        manifest_rel = Path(manifest_path).resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        raise InputError(
+            f"manifest is not inside its campaign directory {root}", file=str(manifest_path)
+        ) from None
     files: list[tuple[str, Path]] = [(manifest_rel, Path(manifest_path))]
     for rel in _members(manifest):
         p = root / rel
+        if not p.exists():
+            raise InputError(
+                f"{rel} is named by the manifest but missing", file=str(manifest_path), field=rel
+            )
         if p.is_dir():
             files += [
                 (f"{rel}/{q.relative_to(p).as_posix()}", q)
@@ -304,10 +312,13 @@ def pack(manifest_path: str | os.PathLike, output: str | os.PathLike) -> int:
         ):
             with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
                 for name, path in sorted(files):
-                    data = path.read_bytes()
-                    info = tarfile.TarInfo(name)
-                    info.size, info.mtime, info.mode, info.uid, info.gid = len(data), 0, 0o644, 0, 0
-                    tar.addfile(info, io.BytesIO(data))
+                    if not path.is_file():
+                        raise InputError("not a regular file", file=str(path))
+                    with open(path, "rb") as fh:  # streamed: evidence may be large
+                        info = tarfile.TarInfo(name)
+                        info.size = os.fstat(fh.fileno()).st_size
+                        info.mtime, info.mode, info.uid, info.gid = 0, 0o644, 0, 0
+                        tar.addfile(info, fh)
     return len(files)
 
 

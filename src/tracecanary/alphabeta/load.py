@@ -18,6 +18,7 @@ from tracecanary.alphabeta.nccltests import NcclTestsRun, parse_json, parse_stdo
 from tracecanary.alphabeta.sweep import is_sweep_archive, read_sweep
 from tracecanary.canonical import digest_path
 from tracecanary.errors import ImportRefused, InputError
+from tracecanary.limits import open_input, read_input
 
 KINDS = ("nccltests_stdout", "nccltests_json", "sweep_archive")
 
@@ -42,7 +43,7 @@ def detect_kind(path: Path) -> str:
         raise ImportRefused("directory is not a sweep archive (no attempt.json)", file=str(path))
     if not path.is_file():
         raise InputError("no such file", file=str(path))
-    with open(path, "rb") as fh:
+    with open_input(path) as fh:
         head = fh.read(4096)
     stripped = head.lstrip()
     if stripped.startswith(b"{"):
@@ -133,7 +134,7 @@ def load_inputs(
                 )
             item.notes.append(f"{meta['n_rows']} rows in rows.parquet")
         else:
-            data = path.read_bytes()
+            data = read_input(path)
             if kind == "nccltests_json":
                 runs = parse_json(data, file=raw, world_size=world_size, collective=collective)
             else:

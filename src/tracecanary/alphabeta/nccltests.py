@@ -42,7 +42,8 @@ import numpy as np
 import pandas as pd
 
 from tracecanary.alphabeta.ladder import busbw_factor
-from tracecanary.errors import ImportRefused
+from tracecanary.errors import ImportRefused, ResourceLimitExceeded
+from tracecanary.limits import check_depth, current_limits, refuse_json_constant
 
 # nccl-tests type names -> element size in bytes (current names and the old ones).
 DTYPE_SIZES: dict[str, int] = {
@@ -178,14 +179,15 @@ def _refuse(message: str, file: str, line: int | None, field_name: str | None) -
 
 def rows_per_cycle(min_bytes: int, max_bytes: int, step: int, kind: str) -> int | None:
     """Number of sizes nccl-tests visits per cycle (its ``for size = min; size <= max`` loop)."""
-    if step <= 0 or (kind == "factor" and (step < 2 or min_bytes == 0)):
+    if step <= 0 or (kind == "factor" and (step < 2 or min_bytes == 0)) or max_bytes < min_bytes:
         return None
+    if kind != "factor":  # arithmetic ladder: counted, not walked (the header is untrusted)
+        n = (max_bytes - min_bytes) // step + 1
+        return n if n <= 10_000_000 else None
     n, size = 0, min_bytes
-    while size <= max_bytes:
+    while size <= max_bytes:  # geometric: at most log2(max_bytes) steps
         n += 1
-        size = size * step if kind == "factor" else size + step
-        if n > 10_000_000:
-            return None
+        size = size * step
     return n
 
 
@@ -289,7 +291,11 @@ def _resolve_collective(
 
 def _check_world_size_rows(rows: pd.DataFrame, collective: str, world_size: int, file: str) -> None:
     """For collectives whose printed count is per rank, every row's size/count must give the
-    run's world size (a ladder never mixes world sizes)."""
+    run's world size (a ladder never mixes world sizes). The world size itself must be
+    1..max_ranks."""
+    if world_size < 1:
+        raise ImportRefused(f"world size {world_size} is not >= 1", file=file, field="world_size")
+    current_limits().check("max_ranks", world_size, file=file, field="world_size")
     if collective not in ("all_gather", "reduce_scatter", "all_to_all"):
         return
     elt = rows["dtype"].map(DTYPE_SIZES)
@@ -357,13 +363,40 @@ def _parse_float(token: str, file: str, line: int, field_name: str, *, positive:
         raise _refuse(f"{field_name} {token!r} is not finite", file, line, field_name)
     if positive and value <= 0:
         raise _refuse(f"{field_name} {token!r} must be > 0", file, line, field_name)
+    if not _plausible(value, positive):
+        raise _refuse(f"{field_name} {token!r} is out of range", file, line, field_name)
     return value
+
+
+MAX_FLOAT = 1e15  # us (31 years) or GB/s: beyond any measurement
+MIN_POSITIVE = 1e-6  # nccl-tests prints at most 6 decimals; a smaller time is no reading
+
+
+def _plausible(value: float, positive: bool) -> bool:
+    """A printed time or bandwidth within what nccl-tests can print and ratios survive."""
+    return abs(value) <= MAX_FLOAT and (not positive or value >= MIN_POSITIVE)
 
 
 def _parse_int(token: str, file: str, line: int, field_name: str) -> int:
     if not _INT.match(token):
-        raise _refuse(f"{field_name} {token!r} is not an integer", file, line, field_name)
+        raise _refuse(f"{field_name} {token!r} is not an integer"[:200], file, line, field_name)
+    if len(token.lstrip("-")) > 18:  # beyond int64: no size, count or root is that large
+        raise _refuse(f"{field_name} {token[:40]!r}... is too large", file, line, field_name)
     return int(token)
+
+
+def _check_row_ints(size: int, count: int, root: int, file: str, line: int | None) -> None:
+    """Sizes and counts within [0, max_message_bytes], root -1 or a rank index."""
+    limits = current_limits()
+    if size < 0 or count < 0:
+        raise ImportRefused("size and count must be >= 0", file=file, record=line, field="size")
+    limits.check("max_message_bytes", size, file=file, record=line, field="size")
+    limits.check("max_message_bytes", count, file=file, record=line, field="count")
+    if root < -1:
+        raise ImportRefused(
+            f"root {root} must be -1 or a rank", file=file, record=line, field="root"
+        )
+    limits.check("max_ranks", root, what="root", file=file, record=line, field="root")
 
 
 def _parse_wrong(token: str, file: str, line: int, field_name: str) -> int | None:
@@ -439,6 +472,7 @@ class _RunBuilder:
             raise _refuse("size and count must be >= 0", f, line, "size")
         dtype, redop = tokens[2], tokens[3]
         root = _parse_int(tokens[4], f, line, "root")
+        _check_row_ints(size, count, root, f, line)
         width = 8 if per_iter else 4
         for p, placement in enumerate(("out_of_place", "in_place")):
             block = tokens[5 + p * width : 5 + (p + 1) * width]
@@ -678,14 +712,20 @@ def _json_number(
         raise ImportRefused(f"{value!r} is not finite", file=file, record=record, field=where)
     if positive and not value > 0:
         raise ImportRefused(f"{value!r} must be > 0", file=file, record=record, field=where)
+    if not math.isnan(value) and not _plausible(value, positive):
+        raise ImportRefused(f"{value!r} is out of range", file=file, record=record, field=where)
     return value
 
 
 def _json_int(value, file: str, record: int | None, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and _INT.match(value.strip()):
+        if isinstance(value, str) and _INT.match(value.strip()) and len(value.strip()) <= 19:
             return int(value.strip())
-        raise ImportRefused(f"{value!r} is not an integer", file=file, record=record, field=where)
+        raise ImportRefused(
+            f"{value!r} is not an integer"[:200], file=file, record=record, field=where
+        )
+    if abs(value) > 1 << 62:
+        raise ImportRefused(f"{value} is too large", file=file, record=record, field=where)
     return int(value)
 
 
@@ -702,7 +742,7 @@ def parse_json(
     that index as the record.
     """
     try:
-        doc = json.loads(data.decode("utf-8"))
+        doc = json.loads(data.decode("utf-8"), parse_constant=refuse_json_constant)
     except UnicodeDecodeError as err:
         raise ImportRefused(f"not UTF-8: {err}", file=file) from None
     except json.JSONDecodeError as err:
@@ -712,6 +752,11 @@ def parse_json(
             record=err.lineno,
             field="json",
         ) from None
+    except RecursionError:
+        raise ResourceLimitExceeded("JSON nesting too deep", file=file, field="json") from None
+    except ValueError as err:  # NaN / Infinity, or an integer too long to convert
+        raise ImportRefused(f"invalid JSON: {err}", file=file, field="json") from None
+    check_depth(doc, current_limits().max_depth, file)
     if not isinstance(doc, dict):
         raise ImportRefused("top level is not an object", file=file, field="json")
     version = doc.get("version")
@@ -765,6 +810,7 @@ def parse_json(
         size = _json_int(rec.get("size"), file, i, "size")
         count = _json_int(rec.get("count"), file, i, "count")
         root = _json_int(rec.get("root"), file, i, "root")
+        _check_row_ints(size, count, root, file, i)
         dtype, redop = rec.get("type"), rec.get("redop")
         if not isinstance(dtype, str) or not isinstance(redop, str):
             raise ImportRefused("type and redop must be strings", file=file, record=i, field="type")

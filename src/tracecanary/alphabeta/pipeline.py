@@ -26,6 +26,7 @@ from tracecanary.alphabeta.tuning import (
 )
 from tracecanary.canonical import canonical_json_bytes, sha256_file, write_bytes_atomic
 from tracecanary.errors import InputError
+from tracecanary.limits import read_input
 
 # Collectives NCCL logs TUNING algorithm records for (p2p-based ones never appear).
 TUNED_COLLECTIVES = frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"})
@@ -88,7 +89,8 @@ def compute(
         p = Path(tpath)
         if not p.is_file():
             raise InputError("no such file", file=tpath, field="--tuning")
-        logs.append(parse_tuning(p.read_bytes().decode("utf-8", errors="replace"), file=tpath))
+        text = read_input(p).decode("utf-8", errors="replace")
+        logs.append(parse_tuning(text, file=tpath))
     merged = merge_logs(logs) if logs else None
     nranks_stated = sorted({n for log in logs for n in log.nranks})
     ladder_collectives = (

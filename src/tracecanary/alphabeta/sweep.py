@@ -22,7 +22,6 @@ duplicate or missing rank in an iteration, and mixed world sizes within one
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,8 @@ import pyarrow.parquet as pq
 
 from tracecanary.alphabeta.ladder import COLLECTIVES, make_ladder
 from tracecanary.canonical import sha256_file
-from tracecanary.errors import ImportRefused
+from tracecanary.errors import ImportRefused, InputError
+from tracecanary.limits import load_json
 
 ATTEMPT_FORMAT = "tracecanary.attempt/v1"
 
@@ -65,11 +65,9 @@ def read_attempt(path: Path) -> dict:
     """Read and check ``attempt.json``; refuse anything but a complete sweep."""
     attempt_file = path / "attempt.json"
     try:
-        attempt = json.loads(attempt_file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ImportRefused(
-            f"not valid JSON: {err}", file=str(attempt_file), field="json"
-        ) from None
+        attempt = load_json(attempt_file)
+    except InputError as err:  # not JSON, or over the resource policy
+        raise ImportRefused(err.message, file=str(attempt_file), field="json") from None
     if not isinstance(attempt, dict):
         raise ImportRefused("top level is not an object", file=str(attempt_file), field="json")
     if attempt.get("format") != ATTEMPT_FORMAT:

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from tracecanary.errors import ImportRefused
+from tracecanary.limits import current_limits
 
 ALGORITHMS: tuple[str, ...] = (
     "TREE",
@@ -102,13 +103,16 @@ class TuningLog:
     notes: list[str] = field(default_factory=list)
 
 
+MAX_TIME_US = 1e15  # 31 years: beyond any tuner prediction
+
+
 def _refuse(message: str, file: str, line: int, field_name: str) -> ImportRefused:
     return ImportRefused(f"line {line}: {message}", file=file, record=line, field=field_name)
 
 
 def _enum_name(token: str, names: tuple[str, ...], file: str, line: int, field_name: str) -> str:
     if token.lstrip("-").isdigit():
-        value = int(token)
+        value = int(token) if len(token) <= 18 else len(names)
         if 0 <= value < len(names):
             return names[value]
         raise _refuse(
@@ -122,6 +126,7 @@ def _enum_name(token: str, names: tuple[str, ...], file: str, line: int, field_n
 def parse_tuning(text: str, *, file: str) -> TuningLog:
     """Parse every TUNING algorithm record in ``text``; other lines are ignored."""
     merged: dict[tuple[str | None, int], dict] = {}
+    limits = current_limits()
     form_counts = {1: 0, 2: 0, 3: 0}
     nranks: set[int] = set()
     other = 0
@@ -132,7 +137,12 @@ def parse_tuning(text: str, *, file: str) -> TuningLog:
         msg = m.group("msg").rstrip()
         nr = _NRANKS.search(msg)
         if nr is not None:
-            nranks.add(int(nr.group("n")))
+            n = int(nr.group("n")) if len(nr.group("n")) <= 18 else limits.max_ranks + 1
+            if not 1 <= n <= limits.max_ranks:
+                raise _refuse(
+                    f"nranks {nr.group('n')[:40]} is not 1..max_ranks", file, lineno, "nranks"
+                )
+            nranks.add(n)
             continue
         if _OTHER_TUNING.match(msg):
             other += 1
@@ -143,6 +153,8 @@ def parse_tuning(text: str, *, file: str) -> TuningLog:
         channels: tuple[str, ...] = ()
         if (g := _FORM3.match(msg)) is not None:
             form, func, time_us = 3, g.group("func"), math.nan
+            if len(g.group("lo")) > 9 or len(g.group("hi")) > 9:
+                raise _refuse("channel index is too large", file, lineno, "channels")
             channels = (f"{int(g.group('lo'))}..{int(g.group('hi'))}",)
         elif (g := _FORM2.match(msg)) is not None:
             form, func = 2, g.group("func")
@@ -163,7 +175,18 @@ def parse_tuning(text: str, *, file: str) -> TuningLog:
                 ) from None
             if not math.isfinite(time_us):
                 raise _refuse(f"time {g.group('time')!r} is not finite", file, lineno, "time")
+            if abs(time_us) > MAX_TIME_US:
+                raise _refuse(f"time {g.group('time')!r} is out of range", file, lineno, "time")
+        if len(g.group("bytes")) > 18:
+            raise _refuse(f"{g.group('bytes')[:40]}... bytes is too large", file, lineno, "bytes")
         size = int(g.group("bytes"))
+        if size > limits.max_message_bytes:
+            raise _refuse(
+                f"{size} bytes is over max_message_bytes={limits.max_message_bytes}",
+                file,
+                lineno,
+                "bytes",
+            )
         form_counts[form] += 1
         key = (func, size)
         prev = merged.get(key)

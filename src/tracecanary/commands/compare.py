@@ -42,16 +42,31 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def load_report(path: str) -> dict:
+    """A replay report parsed under the resource policy and validated against
+    schemas/report.schema.json (long sample lists by representatives, as canaries)."""
+    from tracecanary.compare import REPORT_FORMAT
+    from tracecanary.compile.document import skeleton
+    from tracecanary.errors import InputError
+    from tracecanary.limits import load_json
+    from tracecanary.schemas import validate
+
+    doc = load_json(path)
+    if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
+        raise InputError(f"not a {REPORT_FORMAT} document", file=path, field="format")
+    validate(skeleton(doc), "report", file=path)
+    return doc
+
+
 def run(args) -> int:
     import contextlib
 
     from tracecanary.canonical import atomic_output, canonical_json_bytes, sha256_bytes, sha256_file
     from tracecanary.compare import compare_reports, parse_thresholds, verdict_markdown
-    from tracecanary.limits import load_json
 
     thresholds = parse_thresholds(args.threshold)
-    baseline = load_json(args.baseline)
-    candidate = load_json(args.candidate)
+    baseline = load_report(args.baseline)
+    candidate = load_report(args.candidate)
     verdict = compare_reports(
         baseline,
         candidate,

@@ -17,7 +17,14 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from tracecanary.errors import ImportRefused, ResourceLimitExceeded
-from tracecanary.limits import Limits, current_limits, open_input
+from tracecanary.limits import (
+    Limits,
+    check_depth,
+    current_limits,
+    open_input,
+    read_limited,
+    refuse_json_constant,
+)
 
 # top-level keys only Kineto writes (any one marks a PyTorch profiler trace)
 KINETO_KEYS = frozenset(
@@ -30,34 +37,42 @@ def load_kineto(path: str | os.PathLike, limits: Limits | None = None) -> dict[s
     limits = limits or current_limits()
     cap = limits.max_json_document_bytes
     with open_input(path, limits) as stream:
-        data = stream.read(cap + 1)
-    if len(data) > cap:
-        raise ResourceLimitExceeded(
-            f"decompressed trace is over max_json_document_bytes={cap}", file=str(path)
+        data = read_limited(
+            stream,
+            cap,
+            what="decompressed trace",
+            limit_name="max_json_document_bytes",
+            file=str(path),
         )
     # json.loads builds millions of containers but no reference cycles: the cyclic
     # collector would only rescan them (about 40% of the parse time), so pause it
     collecting = gc.isenabled()
     gc.disable()
     try:
-        doc = json.loads(data, parse_float=str)
+        doc = json.loads(data, parse_float=str, parse_constant=refuse_json_constant)
     except RecursionError:
-        raise ResourceLimitExceeded("JSON nesting too deep", file=str(path)) from None
+        raise ResourceLimitExceeded(
+            f"JSON nesting deeper than max_depth={limits.max_depth}", file=str(path)
+        ) from None
     except json.JSONDecodeError as err:
         raise ImportRefused(
             f"not JSON (line {err.lineno} column {err.colno}): {err.msg}", file=str(path)
         ) from None
     except UnicodeDecodeError as err:
         raise ImportRefused(f"not JSON (bad UTF-8 at byte {err.start})", file=str(path)) from None
+    except ValueError as err:  # NaN / Infinity, or an integer too long to convert
+        raise ImportRefused(f"not JSON: {err}", file=str(path)) from None
     finally:
         if collecting:
             gc.enable()
+    check_depth(doc, limits.max_depth, str(path))
     if not isinstance(doc, dict):
         raise ImportRefused("not a Kineto trace: top level is not a JSON object", file=str(path))
     if not isinstance(doc.get("traceEvents"), list):
         raise ImportRefused(
             "not a Kineto trace: no traceEvents list", file=str(path), field="traceEvents"
         )
+    limits.check("max_events", len(doc["traceEvents"]), file=path, field="traceEvents")
     if not KINETO_KEYS.intersection(doc):
         raise ImportRefused(
             "not a Kineto trace: none of schemaVersion, distributedInfo, deviceProperties, "

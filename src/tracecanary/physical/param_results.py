@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from tracecanary.canonical import sha256_file
 from tracecanary.errors import ImportRefused, InputError
+from tracecanary.limits import current_limits
 from tracecanary.physical import archive
 from tracecanary.physical.dtypes import PARAM_DTYPES
 from tracecanary.physical.param_trace import (
@@ -82,7 +83,12 @@ def _markers(value: object, where: dict) -> tuple[int, str, float, str]:
                 raise ImportRefused(f"bad weight marker {t!r}", field="marker_stack", **where)
         elif t.startswith("phase:"):
             phase = t[6:]
-    return int(_CANARY_MARKER.match(canary[0]).group(1)), canary[0], weight, phase
+    digits = _CANARY_MARKER.match(canary[0]).group(1)
+    if len(digits) > 18:  # beyond any int64 occurrence index
+        raise ImportRefused(
+            f"occurrence in {canary[0][:40]!r} is too large", field="marker_stack", **where
+        )
+    return int(digits), canary[0], weight, phase
 
 
 def result_files(directory: Path) -> dict[int, Path]:
@@ -109,6 +115,7 @@ def import_param_results(
     results_dir = Path(results_dir)
     out = Path(out)
     files = result_files(results_dir)
+    limits = current_limits()
     programs = load_program_dir(program_dir) if program_dir is not None else None
     if programs is not None:
         world_size = len(programs)
@@ -120,6 +127,9 @@ def import_param_results(
             )
     else:
         world_size = max(files) + 1
+    limits.check(
+        "max_ranks", world_size, what="ranks of the result files", file=str(files[max(files)])
+    )
 
     columns: dict[str, list] = {name: [] for name in PARAM_ROW_SCHEMA.names}
     incomplete: list[str] = []
@@ -149,23 +159,36 @@ def import_param_results(
                 or latency_us < 0
             ):
                 raise ImportRefused("expected a finite latency >= 0", field="latency_us", **where)
+            limits.check("max_time_ns", latency_us * 1000, field="latency_us", **where)
             global_us = row.get("global_latency_us")
             if global_us is not None and (
                 not isinstance(global_us, (int, float)) or not math.isfinite(global_us)
             ):
                 raise ImportRefused("expected a finite number", field="global_latency_us", **where)
+            if global_us is not None:
+                limits.check(
+                    "max_time_ns", abs(global_us) * 1000, field="global_latency_us", **where
+                )
             in_elems = row.get("in_msg_size", 0) if op != "barrier" else 0
             out_elems = row.get("out_msg_size", 0) if op != "barrier" else 0
             dtype = row.get("dtype", "") if op != "barrier" else ""
-            info = PARAM_DTYPES.get(dtype) if dtype else None
+            info = PARAM_DTYPES.get(dtype) if dtype and isinstance(dtype, str) else None
             if op != "barrier":
                 for key, value in (("in_msg_size", in_elems), ("out_msg_size", out_elems)):
                     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                         raise ImportRefused(
-                            f"expected an integer >= 0, got {value!r}", field=key, **where
+                            f"expected an integer >= 0, got {value!r}"[:200], field=key, **where
                         )
                 if info is None:
-                    raise ImportRefused(f"unknown dtype {dtype!r}", field="dtype", **where)
+                    raise ImportRefused(f"unknown dtype {dtype!r}"[:200], field="dtype", **where)
+                for key, value in (("in_msg_size", in_elems), ("out_msg_size", out_elems)):
+                    limits.check(
+                        "max_message_bytes",
+                        value * info.element_bytes,
+                        what=f"{key} x {info.element_bytes} bytes",
+                        field=key,
+                        **where,
+                    )
             entry = pg_id = None
             if executed is not None:
                 if occ not in executed.index:

@@ -23,7 +23,6 @@ would hang or mis-size a collective is refused before any process is launched.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from tracecanary.errors import InputError, ResourceLimitExceeded
+from tracecanary.limits import current_limits, load_json
 from tracecanary.physical.dtypes import GLOO_UNSUPPORTED, PARAM_DTYPES
 
 OP_KINDS = (
@@ -75,6 +75,7 @@ _CANARY_MARKER = re.compile(r"^canary:(\d+)$")
 _RANK_FILE = re.compile(r"^(\d+)\.json$")
 
 MAX_FILE_BYTES = 1 << 31  # 2 GiB per rank file: beyond that, refuse rather than swap
+MAX_INT = 1 << 62  # any integer field: int64 arithmetic on it cannot wrap
 
 OP_COLUMNS = (
     "entry",
@@ -144,23 +145,14 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _refuse_constant(name: str) -> float:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def read_json_list(path: Path) -> list:
-    """The JSON list in ``path``; refuses non-lists, NaN/Infinity and oversized files."""
-    try:
-        size = path.stat().st_size
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror}", file=str(path)) from err
-    if size > MAX_FILE_BYTES:
+    """The JSON list in ``path``; refuses non-lists, NaN/Infinity and files over the
+    resource policy (``tracecanary.limits``: size, nesting depth)."""
+    limits = current_limits()
+    size = path.stat().st_size if path.is_file() else 0
+    if size > min(MAX_FILE_BYTES, limits.max_file_bytes):
         raise ResourceLimitExceeded(f"file is {size} bytes, limit {MAX_FILE_BYTES}", file=str(path))
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f, parse_constant=_refuse_constant)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise InputError(f"not valid JSON: {err}", file=str(path)) from err
+    doc = load_json(path, limits)
     if not isinstance(doc, list):
         raise InputError("expected a JSON list of PARAM entries", file=str(path))
     return doc
@@ -195,13 +187,22 @@ def _parse_markers(entry: dict, where: dict) -> tuple[int, str, float, str]:
                 )
         elif m.startswith("phase:"):
             phase = m[len("phase:") :]
-    return int(match.group(1)), markers[0], weight, phase
+    occ = int(match.group(1)) if len(match.group(1)) <= 19 else MAX_INT + 1
+    if occ > MAX_INT:
+        raise ResourceLimitExceeded(
+            f"occurrence {markers[0][:40]!r} is over {MAX_INT}", field="markers", **where
+        )
+    return occ, markers[0], weight, phase
 
 
 def _int_field(entry: dict, key: str, where: dict, *, minimum: int = 0) -> int:
     value = entry.get(key)
     if not _is_int(value) or value < minimum:
-        raise InputError(f"expected an integer >= {minimum}, got {value!r}", field=key, **where)
+        raise InputError(
+            f"expected an integer >= {minimum}, got {value!r}"[:200], field=key, **where
+        )
+    if value > MAX_INT:
+        raise ResourceLimitExceeded(f"{value} is over {MAX_INT} (int64-safe)", field=key, **where)
     return value
 
 
@@ -244,6 +245,8 @@ def parse_rank_file(
     path = Path(path)
     doc = read_json_list(path)
     file = str(path)
+    limits = current_limits()
+    limits.check("max_events", len(doc), what="entries", file=file)
     groups: list[ProcessGroupSpec] = []
     group_members: dict[int, tuple[int, ...]] = {}
     cols: dict[str, list] = {c: [] for c in OP_COLUMNS}
@@ -332,6 +335,14 @@ def parse_rank_file(
                     f"dtype {dtype!r} is not supported by the gloo backend", field="dtype", **where
                 )
             element_bytes = info.element_bytes
+            for key, elems in (("in_msg_size", in_elems), ("out_msg_size", out_elems)):
+                limits.check(
+                    "max_message_bytes",
+                    elems * element_bytes,
+                    what=f"{key} x {element_bytes} bytes",
+                    field=key,
+                    **where,
+                )
 
         ws = len(members)
         in_split = out_split = None
@@ -422,6 +433,7 @@ def parse_rank_file(
         start_ns = -1
         if "startTime_ns" in entry:
             start_ns = _int_field(entry, "startTime_ns", where)
+            limits.check("max_time_ns", start_ns, field="startTime_ns", **where)
             if start_ns < last_start_ns:
                 raise InputError(
                     f"startTime_ns {start_ns} < previous {last_start_ns}: timestamps are "

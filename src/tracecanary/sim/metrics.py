@@ -25,15 +25,51 @@ TAIL_FRACTION = 0.01
 TAIL_MIN_EVENTS = 10
 
 
+_EXACT_LIMIT = float(1 << 53)  # integers below this are exact in float64
+
+
 def fsum_weighted(values: np.ndarray, weights: np.ndarray) -> float:
-    """Correctly rounded sum of weights * values (float64 products)."""
+    """Correctly rounded sum of weights * values (float64 products).
+
+    Fast path, same result: when every weight is integral and every product is an
+    integer below 2**53 in magnitude (so each float64 product is exact), the exact sum
+    is an int64 sum (guarded against overflow) and ``float()`` of it is the correctly
+    rounded value ``math.fsum`` returns. Otherwise ``math.fsum`` itself."""
+    exact = _exact_sum(values, weights)
+    if exact is not None:
+        return exact
     return math.fsum((weights * values.astype(np.float64)).tolist())
+
+
+def fsum_weights(weights: np.ndarray) -> float:
+    """``math.fsum`` of the weights (the same fast path for integral weights)."""
+    exact = _exact_sum(None, weights)
+    return exact if exact is not None else math.fsum(weights.tolist())
+
+
+def _exact_sum(values: np.ndarray | None, weights: np.ndarray) -> float | None:
+    if weights.size == 0:
+        return 0.0
+    if values is not None and values.dtype.kind not in "iub":
+        return None
+    w_max = float(np.max(np.abs(weights)))
+    if not (w_max < _EXACT_LIMIT) or not np.array_equal(weights, np.floor(weights)):
+        return None
+    v_max = 1.0 if values is None else float(np.max(np.abs(values.astype(np.float64))))
+    # every |product| < 2**53 and the int64 running sum cannot overflow
+    if not (w_max * v_max < _EXACT_LIMIT and w_max * v_max * weights.size < 2.0**62):
+        return None
+    w_int = weights.astype(np.int64)
+    total = int(np.sum(w_int)) if values is None else int(np.sum(w_int * values.astype(np.int64)))
+    return float(total)
 
 
 def weighted_quantiles(values: np.ndarray, weights: np.ndarray, qs: Sequence[float]) -> list[int]:
     """Weighted inverted-CDF quantiles of int64 ``values`` (see module doc)."""
     if values.size == 0:
         raise ValueError("quantile of no values")
+    if weights.size and weights.min() == 1.0 and weights.max() == 1.0:
+        return _unit_weight_quantiles(values, qs)
     order = np.argsort(values, kind="stable")
     sorted_values = values[order]
     cumulative = np.cumsum(weights[order])
@@ -45,6 +81,18 @@ def weighted_quantiles(values: np.ndarray, weights: np.ndarray, qs: Sequence[flo
     return out
 
 
+def _unit_weight_quantiles(values: np.ndarray, qs: Sequence[float]) -> list[int]:
+    """The same quantiles for unit weights, by selection instead of a full sort.
+
+    With weights 1 the cumulative weights are 1..n (exact in float64), so the first
+    position whose cumulative weight reaches ``q * n`` is ``ceil(q * n) - 1`` (clamped to
+    [0, n - 1]): the quantile is that order statistic, which ``np.partition`` finds."""
+    n = values.size
+    ranks = [min(max(math.ceil(q * float(n)) - 1, 0), n - 1) for q in qs]
+    picked = np.partition(values, sorted(set(ranks)))
+    return [int(picked[k]) for k in ranks]
+
+
 def distribution(values: np.ndarray, weights: np.ndarray) -> dict:
     """p50/p95/p99/max (int ns) and weighted mean (float ns) of a sample."""
     if values.size == 0:
@@ -52,7 +100,7 @@ def distribution(values: np.ndarray, weights: np.ndarray) -> dict:
     q = weighted_quantiles(values, weights, list(QUANTILES.values()))
     out = {f"{name}_ns": v for name, v in zip(QUANTILES, q, strict=True)}
     out["max_ns"] = int(values.max())
-    out["mean_ns"] = fsum_weighted(values, weights) / math.fsum(weights.tolist())
+    out["mean_ns"] = fsum_weighted(values, weights) / fsum_weights(weights)
     return out
 
 
@@ -72,7 +120,7 @@ def breakdown(
             continue
         v, w = values[idx], weights[idx]
         p50, p99 = weighted_quantiles(v, w, [QUANTILES["p50"], QUANTILES["p99"]])
-        count = math.fsum(w.tolist())
+        count = fsum_weights(w)
         total = fsum_weighted(v, w)
         out[str(key)] = {
             "count": count,
@@ -92,7 +140,12 @@ def tail_events(prep: Prepared, result: SimResult) -> list[dict]:
     if n == 0:
         return []
     k = min(n, max(TAIL_MIN_EVENTS, -(-n // 100)))
-    order = np.lexsort((prep.occ, -result.latency_ns))[:k]
+    latency = result.latency_ns
+    # only occurrences at or above the k-th largest latency can be among the top k:
+    # select them first, then order that short list exactly (latency desc, occ asc)
+    kth = np.partition(latency, n - k)[n - k]
+    candidates = np.flatnonzero(latency >= kth)
+    order = candidates[np.lexsort((prep.occ[candidates], -latency[candidates]))][:k]
     return [
         {
             "occ": int(prep.occ[i]),
@@ -116,7 +169,7 @@ def summarize(prep: Prepared, result: SimResult, config: BackendConfig) -> dict:
     usage = {}
     for cand in config.candidates:
         mask = result.candidate == cand.index
-        usage[cand.label] = math.fsum(w[mask].tolist())
+        usage[cand.label] = fsum_weights(w[mask])
     return {
         "latency": distribution(result.latency_ns, w),
         "queue_wait": distribution(result.queue_wait_ns, w),
