@@ -32,7 +32,7 @@ def test_missing_input_file_is_one_line_exit_2(run_cli, tmp_path):
     assert code == 2 and len(err.strip().splitlines()) == 1 and "no such file" in err
 
 
-def test_cli_collective_choices_match_the_stage_modules():
+def test_cli_collective_choices_are_the_stage_modules_vocabulary():
     from tracecanary.alphabeta.ladder import COLLECTIVES as LADDER
     from tracecanary.commands import alphabeta, sweep
     from tracecanary.physical.sweep import COLLECTIVES as SWEEP

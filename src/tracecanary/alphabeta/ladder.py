@@ -35,15 +35,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-COLLECTIVES: tuple[str, ...] = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "all_to_all",
-    "broadcast",
-    "reduce",
-    "sendrecv",
-)
+from tracecanary.collectives import LADDER_COLLECTIVES
+
+COLLECTIVES = LADDER_COLLECTIVES
 
 LADDER_COLUMNS: dict[str, str] = {
     "collective": "str",

@@ -10,19 +10,8 @@ from __future__ import annotations
 
 import argparse
 
+from tracecanary.collectives import LADDER_COLLECTIVES as COLLECTIVES
 from tracecanary.errors import InputError
-
-# the same tuple as tracecanary.alphabeta.ladder.COLLECTIVES (tests/test_cli.py pins it);
-# spelled out so that building the CLI does not import pandas and matplotlib
-COLLECTIVES = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "all_to_all",
-    "broadcast",
-    "reduce",
-    "sendrecv",
-)
 
 
 def register(sub) -> None:

@@ -11,18 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from tracecanary.collectives import LADDER_COLLECTIVES as COLLECTIVES
 from tracecanary.errors import RunFailed
-
-# the same tuple as tracecanary.physical.sweep.COLLECTIVES (tests/test_cli.py pins it)
-COLLECTIVES = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "all_to_all",
-    "broadcast",
-    "reduce",
-    "sendrecv",
-)
 
 
 def register(sub) -> None:

@@ -31,6 +31,7 @@ from typing import TextIO
 import numpy as np
 import pandas as pd
 
+from tracecanary.collectives import LADDER_COLLECTIVES
 from tracecanary.errors import InputError, RunFailed
 from tracecanary.physical import archive
 from tracecanary.physical.config import resolve_config
@@ -40,15 +41,7 @@ from tracecanary.physical.launch import Topology, launch
 from tracecanary.physical.replay import check_run_params, staging_dir
 from tracecanary.physical.worker import SWEEP_ROW_SCHEMA, parse_fault
 
-COLLECTIVES = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "all_to_all",
-    "broadcast",
-    "reduce",
-    "sendrecv",
-)
+COLLECTIVES = LADDER_COLLECTIVES
 PER_RANK_COUNT = frozenset({"all_gather", "reduce_scatter", "all_to_all"})
 REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
 ROOTED = frozenset({"broadcast", "reduce"})
