@@ -49,6 +49,7 @@ def decode(block: dict) -> np.ndarray:
         raise SampleDecodeError(f"undecodable sample block: {err}") from None
     if sha256_bytes(raw) != block.get("sha256"):
         raise SampleDecodeError("data does not match its sha256")
-    if len(raw) != 8 * block.get("count", -1):
+    count = block.get("count")
+    if isinstance(count, bool) or not isinstance(count, int) or len(raw) != 8 * count:
         raise SampleDecodeError("data length does not match its count")
     return np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="))
