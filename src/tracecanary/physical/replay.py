@@ -11,7 +11,6 @@ after its archive is written.
 from __future__ import annotations
 
 import json
-import shutil
 import uuid
 from pathlib import Path
 from typing import TextIO
@@ -20,9 +19,9 @@ from tracecanary.canonical import digest_path, sha256_file
 from tracecanary.errors import InputError, RunFailed
 from tracecanary.physical import archive
 from tracecanary.physical.config import resolve_config
-from tracecanary.physical.environment import launcher_record
-from tracecanary.physical.launch import Topology, launch
+from tracecanary.physical.launch import Topology
 from tracecanary.physical.param_trace import load_program_dir
+from tracecanary.physical.run import launch_and_archive
 from tracecanary.physical.worker import REPLAY_ROW_SCHEMA, parse_fault
 
 REPLAY_SORT_KEYS = ["iteration", "rank", "entry"]
@@ -182,33 +181,23 @@ def replay_physical(
         worker_args.append("--use-timestamps")
     if fault:
         worker_args += ["--fault", fault]
-    try:
-        result = launch(
-            worker_args,
-            topology,
-            staging,
-            timeout_s=timeout_s,
-            env=config["env"],
-            progress=progress,
-        )
-    except BaseException:
-        if topology.assembles:  # interrupted: no archive, and nothing left behind
-            shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if not topology.assembles:
-        if not result.ok:
-            raise RunFailed(f"attempt failed on node {topology.node_rank}: {result.reason}")
-        return None
-    doc = archive.finalize_run(
-        out,
-        attempt_base,
-        launch=result,
-        launcher_env=launcher_record(backend),
+    doc = launch_and_archive(
+        worker_args,
+        what="attempt",
+        topology=topology,
         staging=staging,
+        timeout_s=timeout_s,
+        env=config["env"],
+        progress=progress,
+        out=out,
+        attempt_base=attempt_base,
+        backend=backend,
         world_size=world_size,
         schema=REPLAY_ROW_SCHEMA,
         sort_keys=REPLAY_SORT_KEYS,
     )
+    if doc is None:
+        return None
     if doc["status"] != "complete":
         raise RunFailed(f"attempt failed: {doc['reason']} (evidence kept in {out})", file=str(out))
     return doc

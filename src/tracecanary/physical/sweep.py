@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import uuid
 from pathlib import Path
 from typing import TextIO
@@ -32,13 +31,13 @@ import numpy as np
 import pandas as pd
 
 from tracecanary.collectives import LADDER_COLLECTIVES
-from tracecanary.errors import InputError, RunFailed
+from tracecanary.errors import InputError
 from tracecanary.physical import archive
 from tracecanary.physical.config import resolve_config
 from tracecanary.physical.dtypes import GLOO_UNSUPPORTED, canonical_dtype
-from tracecanary.physical.environment import launcher_record
-from tracecanary.physical.launch import Topology, launch
+from tracecanary.physical.launch import Topology
 from tracecanary.physical.replay import check_run_params, staging_dir
+from tracecanary.physical.run import launch_and_archive
 from tracecanary.physical.worker import SWEEP_ROW_SCHEMA, parse_fault
 
 COLLECTIVES = LADDER_COLLECTIVES
@@ -303,31 +302,21 @@ def run_sweep(
     ]  # fmt: skip
     if fault:
         worker_args += ["--fault", fault]
-    try:
-        result = launch(
-            worker_args,
-            topology,
-            staging,
-            timeout_s=timeout_s,
-            env=config["env"],
-            progress=progress,
-        )
-    except BaseException:
-        if topology.assembles:  # interrupted: no archive, and nothing left behind
-            shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if not topology.assembles:
-        if not result.ok:
-            raise RunFailed(f"sweep failed on node {topology.node_rank}: {result.reason}")
-        return None
-    doc = archive.finalize_run(
-        out,
-        attempt_base,
-        launch=result,
-        launcher_env=launcher_record(backend),
+    doc = launch_and_archive(
+        worker_args,
+        what="sweep",
+        topology=topology,
         staging=staging,
+        timeout_s=timeout_s,
+        env=config["env"],
+        progress=progress,
+        out=out,
+        attempt_base=attempt_base,
+        backend=backend,
         world_size=ws,
         schema=SWEEP_ROW_SCHEMA,
         sort_keys=SWEEP_SORT_KEYS,
     )
+    if doc is None:
+        return None
     return doc
