@@ -19,6 +19,7 @@ default profile is derandomized, so CI runs the same cases every time).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import dataclasses
@@ -38,7 +39,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tracecanary.canonical import sha256_file, write_json
@@ -674,6 +675,7 @@ def run_case(argv: list, outputs: dict[Path, Callable[[Path], None]], workdir: P
         code, out, err = run_quiet([str(a) for a in argv])
     assert code in (0, 1, 2), (code, err[-2000:])
     assert "Traceback" not in err and "Traceback" not in out
+    event(f"{argv[0]} exit {code}")  # --hypothesis-show-statistics: how deep cases reach
     if code == 2:
         errors = [line for line in err.splitlines() if ": error: " in line]
         assert len(errors) == 1, err[-2000:]
@@ -1209,6 +1211,25 @@ def test_absurd_declared_sizes_are_refused_in_bounded_time_and_memory(tmp_path, 
     )
     refused(["import-param-results", results, "-o", tmp_path / "a"], "max_ranks")
     assert not (tmp_path / "a").exists()
+
+
+def test_zlib_bomb_in_report_samples_is_a_mismatch_not_an_allocation(tmp_path, seeds):
+    """A sample block inflating to 1 GiB while its count says a few values: verify-report
+    reads at most what the count declares and names the block (exit 1)."""
+    report = json.loads((seeds / "report.json").read_text())
+    block = report["configs"]["baseline"]["samples"]["candidate"]
+    c = zlib.compressobj(9, zlib.DEFLATED, 15)
+    mib = bytes(1 << 20)
+    stream = c.compress(mib) + c.flush(zlib.Z_FULL_FLUSH)
+    repeat = c.compress(mib) + c.flush(zlib.Z_FULL_FLUSH)
+    block["data"] = base64.b64encode(stream + repeat * 1023).decode("ascii")
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    start = time.monotonic()
+    with bounded(seconds=5, extra_bytes=256 << 20):
+        code, _, err = run_quiet(["verify-report", path, "--input", seeds / "trace.json"])
+    assert code == 1 and "samples.candidate.data" in err, err
+    assert time.monotonic() - start < 5
 
 
 def test_manifest_naming_paths_outside_its_campaign_is_refused(tmp_path, seeds):

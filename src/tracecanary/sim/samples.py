@@ -15,6 +15,7 @@ import zlib
 import numpy as np
 
 from tracecanary.canonical import sha256_bytes
+from tracecanary.limits import current_limits
 
 ENCODING = "zlib6+base64"
 _DTYPES = {"int64le": np.dtype("<i8"), "float64le": np.dtype("<f8")}
@@ -40,16 +41,21 @@ def encode(values: np.ndarray) -> dict:
 
 def decode(block: dict) -> np.ndarray:
     """Values of a sample block; SampleDecodeError when it does not check out."""
+    count = block.get("count") if isinstance(block, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise SampleDecodeError("count is not a non-negative integer")
+    if count > current_limits().max_events:  # a zlib bomb in a report stops here
+        raise SampleDecodeError(f"count {count} is over max_events")
     try:
         dtype = _DTYPES[block["dtype"]]
         if block["encoding"] != ENCODING:
             raise SampleDecodeError(f"unknown encoding {block['encoding']!r}")
-        raw = zlib.decompress(base64.b64decode(block["data"], validate=True))
-    except (KeyError, TypeError, binascii.Error, zlib.error) as err:
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(base64.b64decode(block["data"], validate=True), 8 * count + 1)
+    except (KeyError, TypeError, ValueError, binascii.Error, zlib.error) as err:
         raise SampleDecodeError(f"undecodable sample block: {err}") from None
+    if len(raw) != 8 * count or inflate.unconsumed_tail:
+        raise SampleDecodeError("data length does not match its count")
     if sha256_bytes(raw) != block.get("sha256"):
         raise SampleDecodeError("data does not match its sha256")
-    count = block.get("count")
-    if isinstance(count, bool) or not isinstance(count, int) or len(raw) != 8 * count:
-        raise SampleDecodeError("data length does not match its count")
     return np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="))
