@@ -64,6 +64,7 @@ _PRELOAD = [
     "tracecanary.capture",
 ]
 
+
 # Schema of capture.json (draft 2020-12). Kept here until it moves to schemas/.
 def capture_schema() -> dict:
     """The schema of capture.json (schemas/capture.schema.json)."""

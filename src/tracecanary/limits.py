@@ -194,20 +194,17 @@ def read_input(path: str | os.PathLike, limits: Limits | None = None) -> bytes:
         )
 
 
-def check_depth(obj: Any, max_depth: int, path: str) -> None:
-    """Refuse a parsed JSON value nested deeper than ``max_depth`` (iterative: no
-    recursion however deep the value)."""
-    stack = [(obj, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > max_depth:
-            raise ResourceLimitExceeded(
-                f"JSON nesting deeper than max_depth={max_depth}", file=path
-            )
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values() if isinstance(v, dict | list))
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node if isinstance(v, dict | list))
+def check_text_depth(
+    text: bytes | str, max_depth: int, *, file: str, record: int | str | None = None
+) -> None:
+    """Refuse a JSON text nested deeper than ``max_depth`` before it is parsed (a few
+    vectorized passes over its bytes, see ``tracecanary.json_depth``)."""
+    from tracecanary.json_depth import max_nesting_depth
+
+    if max_nesting_depth(text) > max_depth:
+        raise ResourceLimitExceeded(
+            f"JSON nesting deeper than max_depth={max_depth}", file=file, record=record
+        )
 
 
 _NUMBER_TYPES = {int, float}
@@ -279,6 +276,7 @@ def parse_json_bytes(
     """Parse one JSON text under the policy: NaN/Infinity, invalid UTF-8 and syntax
     errors are InputError, nesting deeper than ``max_depth`` is ResourceLimitExceeded."""
     limits = limits or current_limits()
+    check_text_depth(data, limits.max_depth, file=file, record=record)
     try:
         doc = json.loads(data, parse_constant=refuse_json_constant)
     except RecursionError:
@@ -297,7 +295,6 @@ def parse_json_bytes(
         ) from None
     except ValueError as err:  # NaN / Infinity, or an integer too long to convert
         raise InputError(f"not valid JSON: {err}", file=file, record=record) from None
-    check_depth(doc, limits.max_depth, file)
     return doc
 
 

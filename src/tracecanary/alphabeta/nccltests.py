@@ -43,7 +43,7 @@ import pandas as pd
 
 from tracecanary.alphabeta.ladder import busbw_factor
 from tracecanary.errors import ImportRefused, ResourceLimitExceeded
-from tracecanary.limits import check_depth, current_limits, refuse_json_constant
+from tracecanary.limits import check_text_depth, current_limits, refuse_json_constant
 
 # nccl-tests type names -> element size in bytes (current names and the old ones).
 DTYPE_SIZES: dict[str, int] = {
@@ -741,6 +741,7 @@ def parse_json(
     For JSON, the ``line`` column holds the 1-based index into ``results`` and errors name
     that index as the record.
     """
+    check_text_depth(data, current_limits().max_depth, file=file)
     try:
         doc = json.loads(data.decode("utf-8"), parse_constant=refuse_json_constant)
     except UnicodeDecodeError as err:
@@ -756,7 +757,6 @@ def parse_json(
         raise ResourceLimitExceeded("JSON nesting too deep", file=file, field="json") from None
     except ValueError as err:  # NaN / Infinity, or an integer too long to convert
         raise ImportRefused(f"invalid JSON: {err}", file=file, field="json") from None
-    check_depth(doc, current_limits().max_depth, file)
     if not isinstance(doc, dict):
         raise ImportRefused("top level is not an object", file=file, field="json")
     version = doc.get("version")

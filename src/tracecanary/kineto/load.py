@@ -19,7 +19,7 @@ from typing import Any
 from tracecanary.errors import ImportRefused, ResourceLimitExceeded
 from tracecanary.limits import (
     Limits,
-    check_depth,
+    check_text_depth,
     current_limits,
     open_input,
     read_limited,
@@ -44,6 +44,7 @@ def load_kineto(path: str | os.PathLike, limits: Limits | None = None) -> dict[s
             limit_name="max_json_document_bytes",
             file=str(path),
         )
+    check_text_depth(data, limits.max_depth, file=str(path))
     # json.loads builds millions of containers but no reference cycles: the cyclic
     # collector would only rescan them (about 40% of the parse time), so pause it
     collecting = gc.isenabled()
@@ -65,7 +66,6 @@ def load_kineto(path: str | os.PathLike, limits: Limits | None = None) -> dict[s
     finally:
         if collecting:
             gc.enable()
-    check_depth(doc, limits.max_depth, str(path))
     if not isinstance(doc, dict):
         raise ImportRefused("not a Kineto trace: top level is not a JSON object", file=str(path))
     if not isinstance(doc.get("traceEvents"), list):
