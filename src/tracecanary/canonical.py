@@ -66,10 +66,12 @@ def digest_path(path: str | os.PathLike) -> str:
 def atomic_output(path: str | os.PathLike, *, directory: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only on success.
 
-    On any exception the temporary file or directory is removed and ``path`` is left as
-    it was, so a failed stage never leaves partial output behind.
+    On any exception the temporary file or directory is removed, parent directories made
+    for it are removed again, and ``path`` is left as it was, so a failed stage never
+    leaves partial output behind. The result is world-readable (0644, directories 0755).
     """
     target = Path(path)
+    made = [d for d in (target.parent, *target.parent.parents) if not d.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
     prefix = f".{target.name}.tmp-"
     if directory:
@@ -81,6 +83,7 @@ def atomic_output(path: str | os.PathLike, *, directory: bool = False) -> Iterat
     try:
         yield tmp
         if directory:
+            os.chmod(tmp, 0o755)
             if target.exists():
                 shutil.rmtree(target)
             os.replace(tmp, target)
@@ -93,6 +96,9 @@ def atomic_output(path: str | os.PathLike, *, directory: bool = False) -> Iterat
         else:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+        for parent in made:  # deepest first; one that is no longer empty stays
+            with contextlib.suppress(OSError):
+                parent.rmdir()
         raise
 
 

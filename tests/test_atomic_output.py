@@ -1,0 +1,46 @@
+"""atomic_output: all or nothing, parents included, readable by others."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+
+from tracecanary.canonical import atomic_output
+from tracecanary.cli import main
+
+
+def test_failure_removes_the_parent_directories_it_made(tmp_path):
+    target = tmp_path / "a" / "b" / "out.json"
+    with pytest.raises(RuntimeError), atomic_output(target) as tmp:
+        tmp.write_text("partial")
+        raise RuntimeError("stage failed")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failure_keeps_parents_that_existed_or_gained_other_files(tmp_path):
+    (tmp_path / "a").mkdir()
+    target = tmp_path / "a" / "b" / "out"
+    with pytest.raises(RuntimeError), atomic_output(target, directory=True) as tmp:
+        (tmp / "piece").write_text("x")
+        (tmp_path / "a" / "b" / "other").write_text("someone else's")
+        raise RuntimeError("stage failed")
+    assert sorted(p.name for p in (tmp_path / "a" / "b").iterdir()) == ["other"]
+
+
+def test_success_gives_world_readable_files_and_directories(tmp_path):
+    with atomic_output(tmp_path / "d", directory=True) as tmp:
+        (tmp / "f").write_text("x")
+    with atomic_output(tmp_path / "f") as tmp:
+        tmp.write_text("x")
+    assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "f").stat().st_mode) == 0o644
+
+
+def test_a_refused_ingest_leaves_no_output_directory(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "tracecanary.trace/v1"')
+    out = tmp_path / "results" / "deep" / "t.parquet"
+    assert main(["ingest", str(bad), "-o", str(out)]) == 2
+    assert not (tmp_path / "results").exists()
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
