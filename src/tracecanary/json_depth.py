@@ -86,7 +86,7 @@ class _Scanner:
 
 def max_nesting_depth(text: bytes | str, chunk_bytes: int = CHUNK_BYTES) -> int:
     """The deepest nesting of arrays/objects in a JSON text (see the module docstring)."""
-    data = text.encode("utf-8") if isinstance(text, str) else text
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     scanner = _Scanner()
     for start in range(0, len(data), chunk_bytes):
         scanner.feed(bytes(data[start : start + chunk_bytes]))
