@@ -9,6 +9,11 @@ Guarantees of ``ingest_files``:
 - JSON and JSON Lines forms of one trace give the same Parquet bytes;
 - JSON Lines is read in bounded batches: memory grows with the batch size and the
   output row group, not with the trace;
+- the work is pipelined: pyarrow parses the next blocks on its own threads while this
+  thread checks a batch, and a finished row group is encoded to Parquet on a writer
+  thread while the next one is checked (at most one row group in encoding at a time);
+  an input's SHA-256 is computed from the bytes as they stream through the reader,
+  never by reading the input twice;
 - the resource policy (``tracecanary.limits``) holds before work that scales with it:
   world size and group sizes (``max_ranks``), declared group members and events
   (``max_events``), bytes of one message (``max_message_bytes``), every time value and
@@ -21,11 +26,15 @@ first gap counts from its clock's origin) and ``clock`` (the rank's clock domain
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -43,6 +52,8 @@ from tracecanary.trace_format import (
     NORMALIZED_FORMAT,
     NORMALIZED_SCHEMA,
     OP_PATTERN,
+    OP_RE,
+    OPS,
     P2P_OPS,
     ROOTED_OPS,
     TIME_FIELDS,
@@ -54,6 +65,51 @@ from tracecanary.trace_format import (
 )
 
 BATCH_BYTES = 1 << 24
+
+# the plain op names as one value set; an op outside it is custom (checked by the
+# pattern) or unknown. Index lookup tables: position in OPS -> class (-1: not plain).
+_OPS = pa.array(OPS, type=pa.string())
+_IS_P2P = np.array([name in P2P_OPS for name in OPS] + [False])
+_IS_ROOTED = np.array([name in ROOTED_OPS for name in OPS] + [False])
+assert all(OP_RE.match(name) for name in OPS)
+
+
+_NON_NEGATIVE_FIELDS = (
+    "rank",
+    "seq",
+    "bytes",
+    "root",
+    "peer",
+    "ts_ns",
+    "gap_ns",
+    "latency_ns",
+    "overlap_ns",
+    "arrival_ns",
+    "instance",
+)
+_LIMITED_FIELDS = (("bytes", "max_message_bytes"),) + tuple((t, "max_time_ns") for t in TIME_FIELDS)
+assert all(name in _NON_NEGATIVE_FIELDS for name, _ in _LIMITED_FIELDS)
+
+
+class _StreamDigest:
+    """SHA-256 of a file fed by the reader as the bytes stream through it."""
+
+    def __init__(self) -> None:
+        self.sha = hashlib.sha256()
+        self.bytes = 0
+
+    def update(self, data) -> None:
+        self.sha.update(data)
+        self.bytes += len(data)
+
+    def hexdigest(self, path: str) -> str:
+        """The file's SHA-256; any stored bytes the reader did not consume (none once
+        the stream was read to its end) are read here, so it is always the whole file's."""
+        with open(path, "rb") as rest:
+            rest.seek(self.bytes)
+            while chunk := rest.read(1 << 20):
+                self.update(chunk)
+        return self.sha.hexdigest()
 
 
 def is_jsonl(path: str | os.PathLike) -> bool:
@@ -114,12 +170,35 @@ class _TraceState:
         self.clock = pa.array([self.clocks[r] for r in range(self.world_size)], type=pa.string())
 
 
-def _header_and_batches(
-    path: str, limits: Limits
-) -> tuple[dict, Iterator[tuple[int, pa.RecordBatch]]]:
-    """(header, iterator of (index of the batch's first event, batch))."""
+@dataclass
+class _Source:
+    """One input file: its header, its event batches as (index of the batch's first
+    event, batch), and the digest its bytes feed while they stream (JSON Lines)."""
+
+    path: str
+    header: dict
+    batches: Iterator[tuple[int, pa.RecordBatch]]
+    digest: _StreamDigest | None = None
+    stream: BinaryIO | None = None
+
+    def sha256(self) -> str:
+        """The input's SHA-256 (once its batches have been read)."""
+        if self.digest is None:  # a JSON document, parsed whole: hashed on its own
+            return sha256_file(self.path)
+        return self.digest.hexdigest(self.path)
+
+    def close(self) -> None:
+        close = getattr(self.batches, "close", None)
+        if close is not None:
+            close()
+        if self.stream is not None:
+            self.stream.close()
+
+
+def _open_source(path: str, limits: Limits, *, hash_input: bool = True) -> _Source:
     if is_jsonl(path):
-        stream = open_input(path, limits)
+        digest = _StreamDigest() if hash_input else None
+        stream = open_input(path, limits, digest=digest)
         try:
             first = stream.readline(limits.max_json_document_bytes)
             header = parse_json_bytes(first, file=path, limits=limits, record="header")
@@ -131,13 +210,22 @@ def _header_and_batches(
         if "events" in header:
             stream.close()
             raise SchemaError("a JSON Lines header must not hold events", file=path, field="events")
-        return header, _jsonl_batches(path, stream)
+        return _Source(path, header, _jsonl_batches(path, stream), digest, stream)
     doc = load_json(path, limits)
     validate_header(doc, file=path)
     if not isinstance(doc.get("events"), list):
         raise SchemaError("a JSON trace needs an events list", file=path, field="events")
     check_header_limits(doc, limits, file=path)
-    return doc, _json_batches(path, doc["events"])
+    return _Source(path, doc, _json_batches(path, doc["events"]))
+
+
+def _header_and_batches(
+    path: str, limits: Limits
+) -> tuple[dict, Iterator[tuple[int, pa.RecordBatch]]]:
+    """(header, iterator of (index of the batch's first event, batch)) of one input
+    (merge.py reads the ranks of captures this way)."""
+    source = _open_source(path, limits, hash_input=False)
+    return source.header, source.batches
 
 
 def _json_batches(path: str, events: list) -> Iterator[tuple[int, pa.RecordBatch]]:
@@ -172,7 +260,9 @@ def _locate_jsonl_error(path: str, first_index: int, message: str) -> InputError
 
 def _jsonl_batches(path: str, stream) -> Iterator[tuple[int, pa.RecordBatch]]:
     options = pajson.ParseOptions(explicit_schema=EVENT_SCHEMA, unexpected_field_behavior="error")
-    reader_options = pajson.ReadOptions(block_size=BATCH_BYTES)
+    # use_threads: pyarrow parses the blocks ahead on its CPU pool (without the GIL)
+    # while the caller checks the batch it was handed
+    reader_options = pajson.ReadOptions(block_size=BATCH_BYTES, use_threads=True)
     index = 0
     try:
         with stream:
@@ -318,37 +408,28 @@ def _check_batch(
         if col[name].null_count:
             row = _first_false(np.asarray(col[name].is_valid()))
             _refuse_at(path, first_index, row, name, "required field missing")
-    for name in (
-        "rank",
-        "seq",
-        "bytes",
-        "root",
-        "peer",
-        "ts_ns",
-        "gap_ns",
-        "latency_ns",
-        "overlap_ns",
-        "arrival_ns",
-        "instance",
-    ):
+    # one min/max pass per integer column decides both the sign and the limit checks;
+    # rows are located (as before: the first offending row) only when a check fails
+    extremes = {}
+    for name in _NON_NEGATIVE_FIELDS:
         values = col[name]
         if values.null_count == n:
             continue
-        neg = pc.fill_null(pc.less(values, 0), False)
-        if pc.any(neg).as_py():
+        extremes[name] = pc.min_max(values)
+        if extremes[name]["min"].as_py() < 0:
+            neg = pc.fill_null(pc.less(values, 0), False)
             row = int(np.flatnonzero(np.asarray(neg))[0])
             _refuse_at(
                 path, first_index, row, name, f"must be non-negative, got {values[row].as_py()}"
             )
     limits = state.limits
-    for name, limit_name in [("bytes", "max_message_bytes")] + [
-        (t, "max_time_ns") for t in TIME_FIELDS
-    ]:
-        values = col[name]
-        if values.null_count == n:
+    for name, limit_name in _LIMITED_FIELDS:
+        if name not in extremes:
             continue
-        over = np.asarray(pc.fill_null(pc.greater(values, getattr(limits, limit_name)), False))
-        if over.any():
+        limit = getattr(limits, limit_name)
+        if extremes[name]["max"].as_py() > limit:
+            values = col[name]
+            over = np.asarray(pc.fill_null(pc.greater(values, limit), False))
             row = int(np.flatnonzero(over)[0])
             limits.check(
                 limit_name,
@@ -357,8 +438,12 @@ def _check_batch(
                 record=first_index + row,
                 field=name,
             )
-    ok_op = np.asarray(pc.match_substring_regex(col["op"], OP_PATTERN))
-    row = _first_false(ok_op)
+    # a plain op name is found by one hash lookup; only a batch holding other names
+    # (custom ops, or unknown ones) runs the pattern over every op
+    op_code = pc.index_in(col["op"], value_set=_OPS)
+    row = None
+    if op_code.null_count:
+        row = _first_false(np.asarray(pc.match_substring_regex(col["op"], OP_PATTERN)))
     if row is not None:
         _refuse_at(
             path,
@@ -386,14 +471,13 @@ def _check_batch(
             "rank",
             f"rank {rank[row]} outside world_size {state.world_size}",
         )
-    declared = state.declared
-    known_group = np.asarray(pc.is_in(group, value_set=declared))
-    row = _first_false(known_group)
-    if row is not None:
+    group_code = pc.index_in(group, value_set=state.declared)
+    if group_code.null_count:
+        row = _first_false(np.asarray(group_code.is_valid()))
         _refuse_at(path, first_index, row, "group", f"group {group[row].as_py()!r} is not declared")
 
     # membership: encode (group index, rank) pairs and look them up
-    gindex = np.asarray(pc.index_in(group, value_set=declared))
+    gindex = np.asarray(group_code)
     member = state.member
     row = _first_false(member[gindex, rank])
     if row is not None:
@@ -405,8 +489,9 @@ def _check_batch(
             f"rank {rank[row]} is not a member of group {group[row].as_py()!r}",
         )
 
-    is_p2p = np.asarray(pc.is_in(op, value_set=pa.array(P2P_OPS)))
-    is_rooted = np.asarray(pc.is_in(op, value_set=pa.array(ROOTED_OPS)))
+    op_index = np.asarray(op_code.fill_null(-1))
+    is_p2p = _IS_P2P[op_index]
+    is_rooted = _IS_ROOTED[op_index]
     peer_valid = np.asarray(col["peer"].is_valid())
     root_valid = np.asarray(col["root"].is_valid())
     row = _first_false(~is_p2p | peer_valid)
@@ -489,32 +574,83 @@ def _check_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=NORMALIZED_SCHEMA)
 
 
+def _split_rows(
+    batches: list[pa.RecordBatch], rows: int
+) -> tuple[list[pa.RecordBatch], list[pa.RecordBatch]]:
+    """(the first ``rows`` rows, the rest) of a list of batches, as zero-copy slices;
+    the rest holds no empty batch."""
+    head: list[pa.RecordBatch] = []
+    for i, batch in enumerate(batches):
+        if batch.num_rows < rows:
+            head.append(batch)
+            rows -= batch.num_rows
+            continue
+        head.append(batch.slice(0, rows))
+        rest = [batch.slice(rows)] if batch.num_rows > rows else []
+        return head, rest + [b for b in batches[i + 1 :] if b.num_rows]
+    return head, []
+
+
 class _FixedRowGroupWriter:
-    """Writes row groups of exactly ROW_GROUP_SIZE rows (the last may be shorter), so the
-    bytes do not depend on how the input was batched."""
+    """Writes row groups of exactly ROW_GROUP_SIZE rows (the last may be shorter, and
+    is empty when the rows fill the groups exactly or there are none), each from one
+    contiguous table, so the bytes do not depend on how the input was batched.
+
+    A full row group is encoded on a writer thread while the caller goes on; one row
+    group at most is in encoding (``write`` waits for it before handing over the next),
+    so memory holds at most the row group being encoded and the one being filled."""
 
     def __init__(self, path: Path) -> None:
+        self.rows_per_group = ROW_GROUP_SIZE
         self.writer = pq.ParquetWriter(path, NORMALIZED_SCHEMA, **WRITER_OPTIONS)
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = 0
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="tracecanary-parquet")
+        self._encoding: Future | None = None
 
     def write(self, batch: pa.RecordBatch) -> None:
         self.pending.append(batch)
         self.pending_rows += batch.num_rows
-        while self.pending_rows >= ROW_GROUP_SIZE:
-            table = pa.Table.from_batches(self.pending, schema=NORMALIZED_SCHEMA)
-            self.writer.write_table(
-                table.slice(0, ROW_GROUP_SIZE).combine_chunks(), row_group_size=ROW_GROUP_SIZE
-            )
-            rest = table.slice(ROW_GROUP_SIZE).combine_chunks()
-            self.pending = rest.to_batches() if rest.num_rows else []
-            self.pending_rows = rest.num_rows
+        while self.pending_rows >= self.rows_per_group:
+            group, self.pending = _split_rows(self.pending, self.rows_per_group)
+            self.pending_rows -= self.rows_per_group
+            self._hand_over(group)
+
+    def _hand_over(self, group: list[pa.RecordBatch]) -> None:
+        self._wait()
+        self._encoding = self._thread.submit(self._encode, group)
+
+    def _wait(self) -> None:
+        if self._encoding is not None:
+            encoding, self._encoding = self._encoding, None
+            encoding.result()  # re-raises what the writer thread raised
+
+    def _encode(self, group: list[pa.RecordBatch]) -> None:
+        table = pa.Table.from_batches(group, schema=NORMALIZED_SCHEMA).combine_chunks()
+        group.clear()  # the batches can go once their rows are copied
+        self.writer.write_table(table, row_group_size=self.rows_per_group)
 
     def close(self) -> None:
-        if self.pending_rows or not self.pending:
-            table = pa.Table.from_batches(self.pending, schema=NORMALIZED_SCHEMA).combine_chunks()
-            self.writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
-        self.writer.close()
+        """Write what is pending as the last row group and finish the file."""
+        try:
+            if self.pending_rows or not self.pending:
+                group, self.pending, self.pending_rows = self.pending, [], 0
+                self._hand_over(group)
+            self._wait()
+        finally:
+            self._thread.shutdown(wait=True)
+            self.writer.close()
+
+    def abandon(self) -> None:
+        """Stop after a refusal: wait for the writer thread, close the (discarded) file."""
+        try:
+            if self._encoding is not None:
+                self._encoding.exception()  # the refusal being raised is what counts
+                self._encoding = None
+        finally:
+            self._thread.shutdown(wait=True)
+            with contextlib.suppress(Exception):  # the file is discarded; keep the refusal
+                self.writer.close()
 
 
 def sidecar_path(parquet_path: str | os.PathLike) -> Path:
@@ -586,29 +722,42 @@ def ingest_files(
     limits = limits or current_limits()
     if not inputs:
         raise InputError("no input files", field="inputs")
-    opened = [(str(p), *_header_and_batches(str(p), limits)) for p in inputs]
-    header = _merge_headers([(p, h) for p, h, _ in opened])
-    file0 = opened[0][0]
+    sources: list[_Source] = []
+    try:
+        for p in inputs:
+            sources.append(_open_source(str(p), limits))
+        return _ingest_sources(sources, Path(output), limits)
+    finally:
+        for source in sources:  # streams of inputs not read to their end (a refusal)
+            source.close()
+
+
+def _ingest_sources(sources: list[_Source], out: Path, limits: Limits) -> IngestResult:
+    header = _merge_headers([(s.path, s.header) for s in sources])
+    file0 = sources[0].path
     groups = expand_groups(header, file=file0)
     clocks = clock_of_ranks(header, file=file0)
     state = _TraceState(
         groups=groups, clocks=clocks, world_size=header["meta"]["world_size"], limits=limits
     )
-    out = Path(output)
     side = sidecar_path(out)
     with atomic_output(out) as tmp:
         writer = _FixedRowGroupWriter(tmp)
         try:
-            for path, _, batches in opened:
-                for first_index, batch in batches:
+            for source in sources:
+                path = source.path
+                for first_index, batch in source.batches:
                     if state.events + batch.num_rows > limits.max_events:
                         raise InputError(
                             f"more than max_events={limits.max_events} events", file=path
                         )
                     writer.write(_check_batch(path, first_index, batch, state))
-        finally:
-            writer.close()
+        except BaseException:
+            writer.abandon()
+            raise
+        writer.close()
         timing = _timing_semantics(state)
+        source_digests = [{"path": Path(s.path).name, "sha256": s.sha256()} for s in sources]
         parquet_sha = sha256_file(tmp)
         sidecar = {
             "format": NORMALIZED_FORMAT,
@@ -618,11 +767,11 @@ def ingest_files(
             "timing_semantics": timing,
             "events": state.events,
             "ranks_seen": np.flatnonzero(state.seen).tolist(),
-            "sources": [{"path": Path(p).name, "sha256": sha256_file(p)} for p, _, _ in opened],
+            "sources": source_digests,
             "table_sha256": parquet_sha,
         }
         side_sha = write_json(side, sidecar)
-    return IngestResult(out, side, state.events, timing, sha256_file(out), side_sha)
+    return IngestResult(out, side, state.events, timing, parquet_sha, side_sha)
 
 
 def _timing_semantics(state: _TraceState) -> str:

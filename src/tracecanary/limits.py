@@ -130,22 +130,44 @@ class _BoundedReader(io.RawIOBase):
 
     def readinto(self, buffer) -> int:
         want = min(len(buffer), self.limit - self.count + 1, READ_CHUNK_BYTES)
-        try:
-            data = self.raw.read(max(want, 1))
+        try:  # straight into the caller's buffer: no intermediate bytes object
+            n = self.raw.readinto(memoryview(buffer)[: max(want, 1)]) or 0
         except _GZIP_ERRORS as err:
             raise InputError(f"corrupt gzip stream: {err}", file=self.path) from None
-        self.count += len(data)
+        self.count += n
         if self.count > self.limit:
             raise ResourceLimitExceeded(
                 f"decompressed size exceeds max_decompressed_bytes={self.limit}", file=self.path
             )
-        buffer[: len(data)] = data
-        return len(data)
+        return n
 
 
-def open_input(path: str | os.PathLike, limits: Limits | None = None) -> BinaryIO:
+class _DigestingReader(io.RawIOBase):
+    """Reads ``raw`` through, feeding every byte read to ``digest.update`` in order."""
+
+    def __init__(self, raw: BinaryIO, digest: Any) -> None:
+        self.raw, self.digest = raw, digest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self.raw.readinto(buffer) or 0
+        if n:
+            self.digest.update(memoryview(buffer)[:n])
+        return n
+
+
+def open_input(
+    path: str | os.PathLike, limits: Limits | None = None, *, digest: Any = None
+) -> BinaryIO:
     """Open a regular, possibly gzip-compressed file for reading, enforcing the size
-    limits lazily (a gzip bomb stops at the limit, in bounded memory)."""
+    limits lazily (a gzip bomb stops at the limit, in bounded memory).
+
+    ``digest`` (optional, e.g. ``hashlib.sha256()``): every byte of the file as stored
+    (compressed, for gzip) is passed to ``digest.update`` in file order as it is read,
+    each byte once; once the returned stream has been read to its end, ``digest``
+    covers the whole file, so the caller need not read it a second time to hash it."""
     limits = limits or current_limits()
     p = Path(path)
     if not p.is_file():
@@ -161,7 +183,8 @@ def open_input(path: str | os.PathLike, limits: Limits | None = None) -> BinaryI
         raise InputError(f"cannot read: {err.strerror or err}", file=str(path)) from None
     head = raw.read(2)
     raw.seek(0)
-    stream: BinaryIO = gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw  # type: ignore[assignment]
+    stored: BinaryIO = raw if digest is None else _DigestingReader(raw, digest)  # type: ignore[assignment]
+    stream: BinaryIO = gzip.GzipFile(fileobj=stored) if head == b"\x1f\x8b" else stored  # type: ignore[assignment]
     return io.BufferedReader(
         _BoundedReader(stream, limits.max_decompressed_bytes, str(path), owned=raw)
     )
