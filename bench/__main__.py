@@ -25,6 +25,7 @@ MODULES = [
     "bench_verify",
     "bench_search",
     "bench_campaign",
+    "bench_physical",
     "bench_scale",
 ]
 

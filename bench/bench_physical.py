@@ -1,0 +1,301 @@
+"""Physical replay: the searched canary's pass wall time against the full program's, per
+physical configuration, through real gloo collectives on CPU (goal <= 1/10 on the decode
+workload).
+
+Pipeline, as the campaign runs it (workflow/rules/*.smk, scripts/*.py), every step the
+project's own CLI: ``tracecanary synth decode`` (captures cached under
+``bench.common.WORK``: same flags, same bytes) -> ``merge --calibration`` -> ``ingest``
+-> ``search`` (the campaign's budgets, backends and tolerances: the canary replayed is
+the one the behavior search verified, its claim is printed) -> ``export-param``
+(canary: ``--execution reduced``; full program: the normalized source, ``--execution
+full``) -> ``replay-physical`` (torchrun, ``--nproc`` ranks, gloo) of both under each
+configuration of config/physical.yaml. The canary and the full program of one
+configuration run back to back, in A B / B A order across configurations (as the
+campaign's replay_physical rule does), so drift does not favour either.
+
+Timed: one pass = last op end minus first op start over all ranks of one timed pass
+(``tracecanary.physical_report.attempt_metrics``, the campaign report's definition),
+median over the ``--iters`` timed passes. Launch (torchrun, workers importing torch,
+process groups) and warm-up passes are outside a pass; they are printed beside it.
+
+Where a canary pass goes (``pass_breakdown``): every executed occurrence is charged the
+wall time from the previous occurrence's end to its own end (first: from its own start),
+so the charges add up to the pass; they are summed per part: the prefill (kept
+explicitly, weight 1), decode repetitions that execute whole (weight 1: first and last
+repetition of each request, tail windows and their context, timing outliers) and steady
+decode repetitions (weight > 1, each standing for several). Inside each part, the share
+spent inside the collectives (slowest rank's latency) is printed too.
+
+Why this workload (measured on the 2-core VM, gloo, 4 ranks). A pass has no fixed
+per-pass cost to speak of (it starts at the first op); its time is the sum of per-op
+costs, ~7 ms per small decode op and ~12 ms per 1 MiB prefill op (4 ranks on 2 cores:
+scheduling-bound), so the ratio is about the share of executed ops, prefill weighted
+up. The canary keeps, per request, the prefill, the first and last decode step and one
+steady step, plus the tail windows and straggler steps (each with one step of context).
+How many steady steps one step may stand for is capped by the verification, not by the
+compiler: ``tail_event_recall`` needs >= 80 % of the source's top max(10, 1 %)
+simulated latencies executed, and past the prefill all_reduces the next ones are the
+logits all_gathers, tied across every decode step and broken by occurrence index, so
+beyond ~55 steps per request (layers 4) a k=1 reduction fails that check and the search
+executes far more. The shipped decode-small (2 requests, 59 steps) thus executes 21 %;
+8 requests of ~50 steps (4,004 occurrences) execute 9.6 % and reach the goal under
+native and chunked4. Under fused64k the decode steps fuse (4 all_reduces per bucket)
+while the prefill does not, so the kept prefill alone is ~6 % of the full pass and the
+ratio stays ~0.15.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import yaml
+
+from bench.common import REPO, WORK, row
+
+TARGET_RATIO = 0.1
+CAMPAIGN = REPO / "config" / "campaign.yaml"
+
+# Full run: resources/decode-small's shape (layers, hidden, prompt, tail windows) with 8
+# requests of ~50 decode steps instead of 2 of ~30: the canary's repeated part dominates.
+# One timed pass after one warm-up per attempt: the full program's chunked4 pass alone
+# takes ~75 s here, and the whole full run must stay near 5 minutes.
+FULL_WORKLOAD = {
+    "layers": 4,
+    "hidden": 1024,
+    "requests": 8,
+    "prompt-tokens": 512,
+    "events-per-rank": 4000,
+    "tail-windows": 2,
+}
+FULL_CONFIGS = ("native", "fused64k", "chunked4")
+FULL_NPROC, FULL_WARMUP, FULL_ITERS = 4, 1, 1
+
+# Quick run (< 30 s): a tiny decode workload, one configuration, two ranks.
+QUICK_WORKLOAD = {
+    "layers": 4,
+    "hidden": 1024,
+    "requests": 2,
+    "prompt-tokens": 512,
+    "events-per-rank": 400,
+    "tail-windows": 1,
+}
+QUICK_CONFIGS = ("native",)
+QUICK_NPROC, QUICK_WARMUP, QUICK_ITERS = 2, 1, 2
+
+GENERATOR_VERSION = 1  # bump when `synth decode` changes what it writes
+
+
+def _tracecanary(*args: str, timeout: float = 1800) -> str:
+    """Run one CLI command; its stdout (RuntimeError with its stderr on failure)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracecanary", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"tracecanary {' '.join(args[:2])} exited {proc.returncode}: {proc.stderr[-1500:]}"
+        )
+    return proc.stdout
+
+
+def _key(workload: dict, ranks: int) -> str:
+    parts = "_".join(f"{k.split('-')[0][0]}{v}" for k, v in workload.items())
+    return f"physical_v{GENERATOR_VERSION}_r{ranks}_{parts}"
+
+
+def decode_workload(workload: dict, ranks: int) -> Path:
+    """``tracecanary synth decode --ranks R <workload flags>`` captures (cached)."""
+    out = WORK / _key(workload, ranks) / "captures"
+    files = [out / f"rank{r}.jsonl.gz" for r in range(ranks)] + [out / "calibration.json"]
+    if not all(f.exists() for f in files):
+        shutil.rmtree(out, ignore_errors=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        flags = [x for k, v in workload.items() for x in (f"--{k}", str(v))]
+        _tracecanary("synth", "decode", "--ranks", str(ranks), *flags, "-o", str(out))
+    return out
+
+
+def prepare(workload: dict, ranks: int) -> dict:
+    """merge -> ingest -> search -> export-param (canary reduced, full program), as the
+    campaign runs them; returns paths, the canary's claim and sizes, and the seconds."""
+    captures = decode_workload(workload, ranks)
+    base = captures.parent
+    campaign = yaml.safe_load(CAMPAIGN.read_text())
+    t0 = time.perf_counter()
+    merged, table = base / "merged.jsonl.gz", base / "source.parquet"
+    caps = [str(captures / f"rank{r}.jsonl.gz") for r in range(ranks)]
+    cal = str(captures / "calibration.json")
+    _tracecanary("merge", *caps, "--calibration", cal, "-o", str(merged))
+    _tracecanary("ingest", str(merged), "-o", str(table))
+    t1 = time.perf_counter()
+    canary = base / "canary.json"
+    _tracecanary(
+        "search", str(table), "--budgets", str(campaign["search"]["budgets"]),
+        "--backends", str(REPO / campaign["backends"]),
+        "--tolerances", str(REPO / campaign["tolerances"]),
+        "-o", str(canary), "--log", str(base / "search.json"),
+        "--verification", str(base / "verification.json"),
+    )  # fmt: skip
+    t2 = time.perf_counter()
+    param = base / "param"
+    shutil.rmtree(param, ignore_errors=True)
+    _tracecanary("export-param", str(canary), "--execution", "reduced", "-o", str(param / "canary"))
+    _tracecanary("export-param", str(table), "--execution", "full", "-o", str(param / "full"))
+    t3 = time.perf_counter()
+    doc = json.loads(canary.read_text())
+    return {
+        "base": base,
+        "canary_dir": param / "canary",
+        "full_dir": param / "full",
+        "claim": doc["claim"],
+        "executed": int(doc["stats"]["occurrences_executed"]),
+        "logical": int(doc["stats"]["occurrences_logical"]),
+        "merge_ingest_s": t1 - t0,
+        "search_s": t2 - t1,
+        "export_s": t3 - t2,
+    }
+
+
+def replay(program: Path, config: str, out: Path, nproc: int, warmup: int, iters: int) -> Path:
+    """One ``replay-physical`` attempt (must end complete: every row checked correct)."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _tracecanary(
+        "replay-physical", str(program), "--backend", "gloo", "--nproc", str(nproc),
+        "--physical-config", config, "--physical-configs", str(REPO / "config" / "physical.yaml"),
+        "--warmup", str(warmup), "--iters", str(iters), "--timeout", "1200", "-o", str(out),
+    )  # fmt: skip
+    return out
+
+
+def pass_breakdown(archive: Path) -> dict:
+    """Median pass (ms) and, per part (prefill / whole decode / steady decode), the wall
+    time charged to it (ms, median over passes) and the time inside its collectives."""
+    rows = pq.read_table(
+        archive / "rows.parquet",
+        columns=["occ", "iteration", "phase", "weight", "start_ns", "end_ns", "latency_ns"],
+    ).to_pandas()
+    per = (
+        rows.groupby(["iteration", "occ"], sort=True)
+        .agg(
+            phase=("phase", "first"),
+            weight=("weight", "first"),
+            s=("start_ns", "min"),
+            e=("end_ns", "max"),
+            lat=("latency_ns", "max"),
+        )
+        .reset_index()
+        .sort_values(["iteration", "s", "occ"], kind="stable")
+    )
+    part = np.where(
+        per["phase"].to_numpy() == "prefill",
+        "prefill",
+        np.where(per["weight"].to_numpy() > 1.0, "decode_steady", "decode_whole"),
+    )
+    per["part"] = part
+    first = per.groupby("iteration")["s"].transform("min").to_numpy()
+    prev_end = per.groupby("iteration")["e"].shift(1).to_numpy()
+    prev_end = np.where(np.isnan(prev_end), first, prev_end).astype(np.int64)
+    per["charge"] = per["e"].to_numpy() - prev_end
+    by = per.groupby(["iteration", "part"]).agg(
+        ms=("charge", "sum"), inside_ms=("lat", "sum"), occurrences=("occ", "size")
+    )
+    out: dict = {}
+    passes = per.groupby("iteration").agg(first=("s", "min"), last=("e", "max"))
+    out["pass_ms"] = float(np.median(passes["last"] - passes["first"])) / 1e6
+    for name in ("prefill", "decode_whole", "decode_steady"):
+        if name in by.index.get_level_values("part"):
+            sub = by.xs(name, level="part")
+            out[name] = {
+                "ms": round(float(np.median(sub["ms"])) / 1e6, 1),
+                "inside_ms": round(float(np.median(sub["inside_ms"])) / 1e6, 1),
+                "occurrences": int(sub["occurrences"].iloc[0]),
+            }
+    attempt = json.loads((archive / "attempt.json").read_text())
+    out["attempt_s"] = attempt["wall_time_ns"] / 1e9
+    out["status"] = attempt["status"]
+    return out
+
+
+def measure(
+    workload: dict, configs: tuple[str, ...], nproc: int, warmup: int, iters: int
+) -> tuple[dict, dict]:
+    """(prepared pipeline, {config: {"canary": breakdown, "full": breakdown}})."""
+    prep = prepare(workload, nproc)
+    results: dict = {}
+    for i, config in enumerate(configs):
+        order = [("canary", prep["canary_dir"]), ("full", prep["full_dir"])]
+        if i % 2 == 1:
+            order.reverse()
+        results[config] = {}
+        for program, directory in order:
+            out = prep["base"] / "attempts" / config / program
+            archive = replay(directory, config, out, nproc, warmup, iters)
+            results[config][program] = pass_breakdown(archive)
+    return prep, results
+
+
+PART_LABELS = {
+    "prefill": "prefill",
+    "decode_whole": "decode weight 1",
+    "decode_steady": "decode steady (weighted)",
+}
+
+
+def _parts(b: dict) -> str:
+    return ", ".join(
+        f"{label} {b[name]['ms']:.0f} ms ({b[name]['occurrences']} occ, "
+        f"{b[name]['inside_ms']:.0f} ms inside collectives)"
+        for name, label in PART_LABELS.items()
+        if name in b
+    )
+
+
+def run(quick: bool) -> list[dict]:
+    workload = QUICK_WORKLOAD if quick else FULL_WORKLOAD
+    configs = QUICK_CONFIGS if quick else FULL_CONFIGS
+    nproc, warmup, iters = (
+        (QUICK_NPROC, QUICK_WARMUP, QUICK_ITERS) if quick else (FULL_NPROC, FULL_WARMUP, FULL_ITERS)
+    )
+    prep, results = measure(workload, configs, nproc, warmup, iters)
+    flags = " ".join(f"--{k} {v}" for k, v in workload.items())
+    rows = []
+    for config in configs:
+        c, f = results[config]["canary"], results[config]["full"]
+        ratio = c["pass_ms"] / f["pass_ms"]
+        met = ratio <= TARGET_RATIO
+        rows.append(
+            row(
+                f"physical replay {config}: canary pass ({prep['executed']:,} of "
+                f"{prep['logical']:,} occurrences), gloo {nproc} ranks",
+                round(c["pass_ms"], 1),
+                "ms",
+                "the full program's pass, same configuration",
+                round(f["pass_ms"], 1),
+                round(ratio, 3),
+                f"<= {TARGET_RATIO:g}",
+                f"{met} (quick size)" if quick else met,
+                None,
+                f"synth decode --ranks {nproc} {flags}; canary claim {prep['claim']}; "
+                f"median of {iters} timed passes after {warmup} warm-up; canary: {_parts(c)}; "
+                f"full: {_parts(f)}; attempt wall (launch + passes) canary {c['attempt_s']:.1f} s, "
+                f"full {f['attempt_s']:.1f} s; setup: merge+ingest {prep['merge_ingest_s']:.1f} s, "
+                f"search {prep['search_s']:.1f} s, export {prep['export_s']:.1f} s",
+            )
+        )
+    return rows
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(quick="--full" not in sys.argv), indent=1))
