@@ -15,7 +15,9 @@ def test_cli_startup_imports_no_heavy_libraries():
         "import sys; from tracecanary.cli import build_parser; build_parser(); "
         "print(','.join(m for m in ('torch', 'matplotlib', 'pandas', 'snakemake', 'scipy') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    )
     assert out.stdout.strip() == "", f"imported at startup: {out.stdout.strip()}"
 
 

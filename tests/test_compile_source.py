@@ -107,3 +107,34 @@ def test_serialization_of_a_large_program_is_vectorized():
     assert elapsed < 10.0, f"serializing {program.n} occurrences took {elapsed:.1f} s"
     i = int(np.random.default_rng(0).integers(0, program.n))
     assert ser.line(i) == canonical_json_bytes(occurrence_record(program, i))
+
+
+def test_member_text_is_the_same_for_ranks_too_spread_for_a_literal_table():
+    from tracecanary.compile import source as source_mod
+    from tracecanary.program import make_program
+
+    n = 4
+    spread = source_mod.MAX_RANK_HEADS + 5
+    members = {
+        "occ": np.repeat(np.arange(n), 2),
+        "rank": np.array([0, spread] * n, dtype=np.int64),
+        "skew_ns": np.array([0, 7, 3, 0, 12, 1, 0, 0], dtype=np.int64),
+    }
+    for skew_known in (True, False):
+        program = make_program(
+            {
+                "op": ["all_reduce"] * n,
+                "bytes": [4] * n,
+                "dtype": ["f32"] * n,
+                "group": ["g"] * n,
+                "group_size": [2] * n,
+                "gap_ns": [0, 5, 5, 5],
+            },
+            members,
+            world_size=spread + 1,
+            skew_known=skew_known,
+        )
+        assert source_mod._rank_heads(members["rank"], skew_known)[0] is None
+        ser = serialize_source(program)
+        for i in range(n):
+            assert ser.line(i) == canonical_json_bytes(occurrence_record(program, i))

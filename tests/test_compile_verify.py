@@ -113,3 +113,34 @@ def test_prefix_canary_verifies_against_the_full_source_and_detects_a_shorter_on
     short = prefix_program(program, 100)
     segments = [m["segment"] for m in verify_commitments(short, copy.deepcopy(canary))]
     assert "source" in segments and "source_commitment [0, 120)" in segments
+
+
+def test_tampered_signature_string_is_named_with_both_values():
+    program = _program()
+    canary = compile_program(program, budget=BUDGET)
+    op = program.occurrences["op"].iloc[3]
+    sig = next(i for i, s in enumerate(canary["signatures"]) if s["op"] == op)
+    canary["signatures"][sig]["op"] = "custom:tampered"
+    found = verify_commitments(program, canary)
+    first = next(m for m in found if m["segment"].endswith("field op"))
+    i = int(first["segment"].split()[1])
+    assert program.occurrences["op"].iloc[:i].ne(op).all()
+    assert (first["expected"], first["found"]) == ("custom:tampered", op)
+
+
+def test_a_serialization_is_used_only_for_the_program_it_was_made_from():
+    from tracecanary.compile import expand_canary, serialize_source
+
+    program = _program()
+    canary = compile_program(program, budget=BUDGET)
+    tampered = _tamper_source(program, 500, "bytes", 4)
+    fresh = verify_commitments(tampered, canary)
+    assert fresh
+    # a serialization of another program (the untampered one) must not hide the tampering
+    ser = serialize_source(program)
+    assert verify_commitments(tampered, canary, serialization=ser) == fresh
+    # the right serialization and expansion give the same result as recomputing them
+    assert verify_commitments(program, canary, serialization=ser) == []
+    own = serialize_source(tampered)
+    expanded = expand_canary(canary)
+    assert verify_commitments(tampered, canary, serialization=own, expanded=expanded) == fresh

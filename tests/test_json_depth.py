@@ -48,8 +48,9 @@ def parsed_depth(value) -> int:
 tricky_text = st.text(alphabet='[]{}"\\ab\n/u', max_size=12)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | tricky_text,
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(tricky_text, children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(tricky_text, children, max_size=4)
+    ),
     max_leaves=40,
 )
 

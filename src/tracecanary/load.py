@@ -41,11 +41,48 @@ def sniff_format(path: str | os.PathLike) -> str:
     raise InputError("not a TraceCanary trace, normalized table or canary", file=str(path))
 
 
+# The normalized columns ``matching.build_program`` reads (the others, e.g. seq, ts_ns,
+# gap_ns and clock, are ingest's bookkeeping); a column absent from a table stays absent.
+MATCHING_COLUMNS = (
+    "rank",
+    "op",
+    "bytes",
+    "dtype",
+    "group",
+    "root",
+    "peer",
+    "instance",
+    "phase",
+    "stream",
+    "latency_ns",
+    "overlap_ns",
+    "arrival_ns",
+    "issue_ns",
+)
+
+
+def read_matching_columns(path: str | os.PathLike) -> pa.Table:
+    """The columns of a normalized Parquet that matching reads (``MATCHING_COLUMNS``,
+    those present, in file order). Refuses an unreadable file (InputError)."""
+    try:
+        names = pq.read_schema(path).names
+        wanted = [c for c in names if c in MATCHING_COLUMNS]
+        return pq.read_table(path, columns=wanted)
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"unreadable Parquet: {err}"[:300], file=str(path)) from None
+
+
 def program_from_normalized(table, sidecar: dict) -> Program:
+    """Match a normalized table into a Program. ``table`` is converted to pandas with
+    ``self_destruct``: the Arrow buffers are released column by column as they are
+    converted, so the two copies are not held at once; the caller must not use
+    ``table`` afterwards."""
     groups = {k: list(v) for k, v in sidecar["groups"].items()}
     clocks = {int(k): v for k, v in sidecar["clocks"].items()}
+    frame = table.to_pandas(self_destruct=True, split_blocks=True)
+    del table
     return build_program(
-        table.to_pandas(),
+        frame,
         groups=groups,
         world_size=int(sidecar["meta"]["world_size"]),
         clocks=clocks,
@@ -62,11 +99,7 @@ def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
         side = sidecar_path(path)
         if not side.is_file():
             raise InputError("normalized table has no .meta.json sidecar", file=str(path))
-        try:
-            table = pq.read_table(path)
-        except (pa.ArrowException, OSError) as err:
-            raise InputError(f"unreadable Parquet: {err}"[:300], file=str(path)) from None
-        return program_from_normalized(table, load_json(side))
+        return program_from_normalized(read_matching_columns(path), load_json(side))
     if kind == "tracecanary.trace/v1":
         from tracecanary.ingest import ingest_files
 
@@ -74,7 +107,7 @@ def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
             out = Path(tmp) / "trace.parquet"
             result = ingest_files([str(path)], out)
             return program_from_normalized(
-                pq.read_table(out), json.loads(result.sidecar.read_text())
+                read_matching_columns(out), json.loads(result.sidecar.read_text())
             )
     if kind == "tracecanary.canary/v1":
         from tracecanary.compile.document import load_canary

@@ -100,10 +100,28 @@ class Program:
         return np.cumsum(self.occurrences["gap_ns"].to_numpy(dtype=np.int64))
 
     def signature_ids(self) -> tuple[np.ndarray, pd.DataFrame]:
-        """(id per occurrence, table of distinct signatures in first-seen order)."""
+        """(id per occurrence, table of distinct signatures in first-seen order).
+
+        Ids number the distinct (op, bytes, dtype, group, root, phase, stream) tuples
+        0..k-1 in order of first appearance; table row i is signature i (the columns'
+        own dtypes). Computed from per-column codes combined pairwise into one int64 key
+        (each step a bijection of the tuples so far), not from a MultiIndex of rows."""
         keys = self.occurrences[list(SIGNATURE_COLUMNS)]
-        codes, uniques = pd.factorize(pd.MultiIndex.from_frame(keys), sort=False)
-        return codes.astype(np.int64), uniques.to_frame(index=False, name=list(SIGNATURE_COLUMNS))
+        n = len(keys)
+        combined = np.zeros(n, dtype=np.int64)
+        for name in SIGNATURE_COLUMNS:
+            codes, uniques = pd.factorize(keys[name], sort=False, use_na_sentinel=False)
+            # combined < n and codes < len(uniques) <= n: the key stays below n^2
+            combined, _ = pd.factorize(combined * len(uniques) + codes.astype(np.int64), sort=False)
+            combined = combined.astype(np.int64)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64), keys.iloc[:0].reset_index(drop=True)
+        # ids appear in order 0, 1, 2, ...: a row is a first appearance where the running
+        # maximum grows
+        running = np.maximum.accumulate(combined)
+        new = np.ones(n, dtype=bool)
+        new[1:] = running[1:] > running[:-1]
+        return combined, keys.iloc[np.flatnonzero(new)].reset_index(drop=True)
 
 
 def make_program(

@@ -15,6 +15,10 @@ See docs/formats-canary.md for the document and schemas/canary.schema.json.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
+
 import numpy as np
 
 from tracecanary.canonical import canonical_json_bytes
@@ -119,6 +123,42 @@ def compile_program(
     ``intervals_always``: use bounded intervals for every field with a budget > 0 even
     where the exact encoding would be smaller (for inspection and tests).
     """
+    with gc_paused():
+        return _compile(
+            program,
+            budget=budget,
+            prefix=prefix,
+            max_records=max_records,
+            execution_policy=execution_policy,
+            serialization=serialization,
+            intervals_always=intervals_always,
+        )
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for a block that builds millions of
+    small containers (a canary's records): each collection pass would rescan all of
+    them. Nothing is lost: cycles made meanwhile are collected after the block."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _compile(
+    program: Program,
+    *,
+    budget: Budget | None,
+    prefix: int | None,
+    max_records: int | None,
+    execution_policy: dict | None,
+    serialization: SourceSerialization | None,
+    intervals_always: bool,
+) -> dict:
     from tracecanary.compile.execution import finalize, reduce_execution
 
     validate_source(program)
@@ -139,6 +179,7 @@ def compile_program(
     arrays = timing.timing_arrays(covered)
 
     streams: dict[str, dict | None] = {}
+    stream_bytes: dict[str, int] = {}  # canonical size of each stream, as computed
     effective = Budget.exact() if lossless else budget
     for name in FIELDS:
         if name == "skew" and not covered.skew_known:
@@ -153,9 +194,10 @@ def compile_program(
                 name, arrays, spans, b_sig[sig_ids], ser, plan=plan
             )
             continue
-        streams[name] = _choose_stream(
+        streams[name], stream_bytes[name] = _choose_stream(
             name, plan, arrays, spans, b_sig[sig_ids], ser, max_records, covered_n
         )
+    plan = None  # its interval summaries are not needed past the streams
     partial = covered_n < total
     reasons = []
     if partial:
@@ -205,52 +247,63 @@ def compile_program(
             "bytes_source": int(ser.size_bytes(covered_n)),
         },
     }
+    del ser, serialization  # the check below reads no commitment: free the lines if ours
     drift = _self_check(covered, doc, effective, sig_ids)
     doc["stats"]["gap_issue_drift_max_ns"] = int(drift)
     if execution_policy:
-        return reduce_execution(doc, execution_policy)
-    return finalize(doc)
+        return reduce_execution(doc, execution_policy, timing_bytes=stream_bytes)
+    return finalize(doc, timing_bytes=stream_bytes)
 
 
-def _choose_stream(name, plan, arrays, spans, budget_occ, ser, max_records, n) -> dict:
+def _choose_stream(name, plan, arrays, spans, budget_occ, ser, max_records, n) -> tuple[dict, int]:
     """Exact encodings first: intervals are used only where they make the stream smaller
     (canonical bytes), both within the record limit. Fails closed when neither fits.
+    Returns the stream and its canonical size (``len(canonical_json_bytes(stream))``).
 
-    Work is skipped where the outcome is already decided: intervals are not built when
-    they cannot be smaller than the exact stream, and the exact stream is not built when
-    the intervals are already smaller than any exact encoding can be."""
+    Sizes and record counts are computed from the encodings' arrays (``jsonsize``), and
+    only the chosen stream is built. Work is skipped where the outcome is already
+    decided: the bounded size is not computed when it cannot be smaller than the exact
+    stream, and the exact encoding is not planned when the intervals are already smaller
+    than any exact encoding can be."""
     cache: dict = {}
 
-    def exact() -> dict:
+    def exact() -> timing.ExactPlan:
         if "exact" not in cache:
-            cache["exact"] = timing.encode_exact(name, arrays)
-            cache["exact_bytes"] = len(canonical_json_bytes(cache["exact"]))
+            cache["exact"] = timing.plan_exact(name, arrays)
         return cache["exact"]
 
     def exact_fits() -> bool:
-        return max_records is None or timing.count_stream_records(exact()) <= max_records
+        return max_records is None or exact().records() <= max_records
+
+    def bounded_bytes() -> int:
+        if "bounded_bytes" not in cache:
+            cache["bounded_bytes"] = plan.stream_bytes(mask_len)
+        return cache["bounded_bytes"]
+
+    def take_exact() -> tuple[dict, int]:
+        if plan is not None:
+            plan.release()  # the intervals lost: free their summaries before building
+        return exact().encode(), exact().stream_bytes()
+
+    def take_bounded() -> tuple[dict, int]:
+        stream = timing.encode_bounded(name, arrays, spans, budget_occ, ser, plan=plan)
+        return stream, bounded_bytes()
 
     if plan is None:
         if exact_fits():
-            return exact()
+            return take_exact()
         raise ClaimFailed(
-            f"exact encoding needs {timing.count_stream_records(exact())} records, over the limit "
+            f"exact encoding needs {exact().records()} records, over the limit "
             f"of {max_records}; source occurrences [0, {n}) do not fit (a budget > 0 allows intervals)",
             record=f"[0, {n})",
             field=name,
         )
     mask = arrays.values(name)[1] if name in timing.MASKED else None
-    mask_records = (
-        0
-        if mask is None
-        else timing.count_stream_records(
-            {"encoding": "exact", "values": [], "measured": timing._bool_records(mask)}
-        )
-    )
+    mask_len, mask_records = (None, 0) if mask is None else timing.bool_records_len(mask)
     bounded_records = plan.intervals + mask_records
     if max_records is not None and bounded_records > max_records:
         if exact_fits():
-            return exact()
+            return take_exact()
         first = plan.interval_start(max(0, max_records - mask_records))
         raise ClaimFailed(
             f"cannot be represented within budget {int(budget_occ.max())} ns in at most {max_records} "
@@ -260,17 +313,13 @@ def _choose_stream(name, plan, arrays, spans, budget_occ, ser, max_records, n) -
         )
     exact_floor = timing.exact_bytes_lower_bound(name, arrays)
     bounded_floor = plan.bytes_lower_bound()
-    if bounded_floor < exact_floor:
-        bounded = timing.encode_bounded(name, arrays, spans, budget_occ, ser, plan=plan)
-        if len(canonical_json_bytes(bounded)) < exact_floor:
-            return bounded
-    exact()
-    if exact_fits() and cache["exact_bytes"] <= bounded_floor:
-        return cache["exact"]
-    bounded = timing.encode_bounded(name, arrays, spans, budget_occ, ser, plan=plan)
-    if exact_fits() and cache["exact_bytes"] <= len(canonical_json_bytes(bounded)):
-        return cache["exact"]
-    return bounded
+    if bounded_floor < exact_floor and bounded_bytes() < exact_floor:
+        return take_bounded()
+    if exact_fits() and exact().stream_bytes() <= bounded_floor:
+        return take_exact()
+    if exact_fits() and exact().stream_bytes() <= bounded_bytes():
+        return take_exact()
+    return take_bounded()
 
 
 def _self_check(source: Program, doc: dict, budget: Budget, sig_ids: np.ndarray) -> int:
@@ -313,8 +362,9 @@ def _self_check(source: Program, doc: dict, budget: Budget, sig_ids: np.ndarray)
         err = np.abs(src - got)
         if name == "skew":
             per_occ = np.zeros(source.n, dtype=np.int64)
-            if len(err):
-                np.maximum.at(per_occ, np.repeat(np.arange(source.n), d.sizes), err)
+            nonempty = d.sizes > 0
+            if len(err):  # members are contiguous per occurrence: max over each segment
+                per_occ[nonempty] = np.maximum.reduceat(err, d.member_offsets[:-1][nonempty])
             err = per_occ
         b = (
             np.zeros(source.n, np.int64)

@@ -362,13 +362,16 @@ def _write_reductions(records: list[dict], plan: list[Reduction]) -> None:
             rec.setdefault("reductions", []).append({"instance": red.instance, **fields})
 
 
-def reduce_execution(canary: dict, policy: dict | None) -> dict:
+def reduce_execution(
+    canary: dict, policy: dict | None, *, timing_bytes: dict[str, int] | None = None
+) -> dict:
     """A copy of ``canary`` whose repeated records execute fewer repetitions (see the
     module docstring); ``policy`` replaces any earlier reduction.
 
     The structure records, ``execution`` and ``stats`` are new containers; the large,
     untouched parts (timing streams, flags, signatures, groups, source) are shared with
-    ``canary`` rather than copied: copy them before editing either document in place."""
+    ``canary`` rather than copied: copy them before editing either document in place.
+    ``timing_bytes``: passed to ``finalize`` (the streams are not changed here)."""
     from tracecanary.compile.expand import expand_canary
 
     norm = normalize_policy(policy)
@@ -390,7 +393,7 @@ def reduce_execution(canary: dict, policy: dict | None) -> dict:
     tail = tail_occurrences(logical, norm["tail_latency_factor"], norm["timing_outlier_factor"])
     _write_reductions(records, plan_reductions(records, tail, norm))
     doc["execution"] = {"policy": norm, "tail_occurrences": int(tail.sum())}
-    return finalize(doc)
+    return finalize(doc, timing_bytes=timing_bytes)
 
 
 # ---------------------------------------------------------------------------------------
@@ -601,11 +604,13 @@ def check_execution(canary: dict) -> list[str]:
     return out
 
 
-def finalize(doc: dict) -> dict:
+def finalize(doc: dict, *, timing_bytes: dict[str, int] | None = None) -> dict:
     """Fill ``execution`` totals and ``stats`` (records, bytes, compression) in place.
 
     ``bytes_canary`` is the size of the canary's own canonical JSON, stats included:
-    the numbers are iterated to a fixed point."""
+    the numbers are iterated to a fixed point. ``timing_bytes`` (optional): for some
+    timing streams, ``len(canonical_json_bytes(stream))`` as the compiler already
+    computed it (``compile.jsonsize``); those streams are then not serialized again."""
     records = doc["structure"]["records"]
     idx, weights = executed_selection(doc)
     logical = int(doc["structure"]["occurrences"])
@@ -635,7 +640,7 @@ def finalize(doc: dict) -> dict:
     st["bytes_canary"] = 0
     st["byte_compression"] = 0.0
     st["compressed"] = False
-    base = len(canonical_json_bytes(doc))  # with placeholders "0", "0.0", "false"
+    base = _document_bytes(doc, timing_bytes)  # with placeholders "0", "0.0", "false"
     bytes_source = st["bytes_source"]
     for digits in (4, 3, 5, 6, 2, 7):
         for size in range(base, base + 64):
@@ -655,3 +660,20 @@ def finalize(doc: dict) -> dict:
                 st["compressed"] = compressed
                 return doc
     raise RuntimeError("canary byte count did not reach a fixed point")  # pragma: no cover
+
+
+def _document_bytes(doc: dict, timing_bytes: dict[str, int] | None) -> int:
+    """``len(canonical_json_bytes(doc))``; streams whose size is in ``timing_bytes`` are
+    measured as ``null`` and their known size (less its newline) added instead."""
+    timing_streams = doc["timing"]
+    known = {
+        name: int(size)
+        for name, size in (timing_bytes or {}).items()
+        if timing_streams.get(name) is not None
+    }
+    if not known:
+        return len(canonical_json_bytes(doc))
+    shallow = dict(doc)
+    shallow["timing"] = {k: (None if k in known else v) for k, v in timing_streams.items()}
+    null_len = len("null")
+    return len(canonical_json_bytes(shallow)) + sum(size - 1 - null_len for size in known.values())

@@ -12,17 +12,19 @@ occurrence out or weighted other than 1.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from tracecanary.compile import timing
 from tracecanary.compile.budget import FIELDS
 from tracecanary.compile.structure import expand_structure, member_positions, structure_length
 from tracecanary.errors import InputError, ResourceLimitExceeded
 from tracecanary.limits import current_limits
-from tracecanary.program import Program, make_program
+from tracecanary.program import MEMBER_COLUMNS, OCCURRENCE_COLUMNS, Program
 
 MAX_EXPAND_OCCURRENCES = 100_000_000
 MAX_EXPAND_MEMBERS = 1_000_000_000
@@ -33,9 +35,15 @@ def _signature_columns(canary: dict, sig_ids: np.ndarray) -> dict[str, np.ndarra
     if len(sig_ids) and (sig_ids.min() < 0 or sig_ids.max() >= len(sigs)):
         raise InputError("structure refers to a signature that does not exist", field="structure")
     cols = {}
+    take = pa.array(sig_ids, type=pa.int64())
     for key in ("op", "dtype", "group", "phase", "stream"):
-        table = np.array([s[key] for s in sigs], dtype=object)
-        cols[key] = table[sig_ids]
+        values = [s[key] for s in sigs]
+        if all(type(v) is str for v in values):
+            # built in Arrow from the few signature strings: no Python string per row
+            literals = pa.array(values, type=pa.large_string())
+            cols[key] = pd.array(literals.take(take), dtype="str")
+        else:
+            cols[key] = np.array(values, dtype=object)[sig_ids]
     for key in ("bytes", "root"):
         table = np.array([int(s[key]) for s in sigs], dtype=np.int64)
         cols[key] = table[sig_ids]
@@ -111,6 +119,48 @@ def _check_reductions(records: list[dict]) -> None:
     read_reductions(records)
 
 
+def _make_program(
+    occurrences: dict,
+    members: dict,
+    *,
+    world_size: int,
+    skew_known: bool,
+    skew_reason: str | None,
+    notes: tuple[str, ...],
+) -> Program:
+    """``make_program`` of an expansion (every column given but ``occ`` and ``weight``),
+    except that string columns already held as pandas ``str`` arrays (Arrow-backed)
+    are used as they are instead of passing through one Python object per row. The
+    Program is the same: same columns in the same order, dtypes and values."""
+    n = len(occurrences["gap_ns"])
+    defaults = {"occ": np.arange(n, dtype=np.int64), "weight": np.ones(n, dtype=np.float64)}
+    data = {}
+    for name, dtype in OCCURRENCE_COLUMNS.items():
+        value = occurrences[name] if name in occurrences else defaults[name]
+        if dtype != "str":
+            data[name] = np.asarray(value, dtype=dtype)
+        elif isinstance(value, pd.api.extensions.ExtensionArray) and value.dtype == "str":
+            data[name] = value
+        else:
+            data[name] = pd.array(np.asarray(value, dtype=object), dtype="str")
+    mcols = {name: np.asarray(members[name], dtype=dtype) for name, dtype in MEMBER_COLUMNS.items()}
+    return Program(
+        occurrences=pd.DataFrame(data),
+        members=pd.DataFrame(mcols),
+        world_size=world_size,
+        skew_known=skew_known,
+        skew_reason=skew_reason,
+        notes=tuple(notes),
+    )
+
+
+def _expansion_notes(canary: dict, executed: bool) -> tuple[str, ...]:
+    return tuple(canary["source"].get("notes", [])) + (
+        f"expanded ({'executed' if executed else 'logical'}) from a {canary['timing_mode']} "
+        f"canary of source {canary['source']['digest']}",
+    )
+
+
 def expand_canary(canary: dict, executed: bool = False) -> Program:
     """The program a canary stands for (logical) or runs (executed)."""
     d = decode_canary(canary)
@@ -133,11 +183,8 @@ def expand_canary(canary: dict, executed: bool = False) -> Program:
         "rank": ranks,
         "skew_ns": values["skew"] if skew_known else np.zeros(len(ranks), dtype=np.int64),
     }
-    notes = tuple(canary["source"].get("notes", [])) + (
-        f"expanded ({'executed' if executed else 'logical'}) from a {canary['timing_mode']} "
-        f"canary of source {canary['source']['digest']}",
-    )
-    program = make_program(
+    notes = _expansion_notes(canary, executed)
+    program = _make_program(
         occurrences,
         members,
         world_size=int(canary["source"]["world_size"]),
@@ -147,8 +194,16 @@ def expand_canary(canary: dict, executed: bool = False) -> Program:
     )
     if not executed:
         return program
+    return executed_program(canary, program)
+
+
+def executed_program(canary: dict, logical: Program) -> Program:
+    """What ``canary`` runs, given ``logical = expand_canary(canary)`` (its logical
+    program): equal to ``expand_canary(canary, executed=True)`` without decoding twice."""
     from tracecanary.compile.execution import executed_selection
 
+    program = dataclasses.replace(logical, notes=_expansion_notes(canary, True))
+    tail = program.occurrences["tail"].to_numpy(dtype=bool)
     idx, weights = executed_selection(canary)
     flagged = np.flatnonzero(tail)
     pos = np.searchsorted(idx, flagged)

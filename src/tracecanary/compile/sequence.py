@@ -330,7 +330,13 @@ def grammar_records(
             memo[tid] = rec
         return rec
 
-    return convert(grammar.top if tokens is None else tokens)
+    try:
+        return convert(grammar.top if tokens is None else tokens)
+    finally:
+        # ``one`` and ``convert`` refer to each other: break that cycle so the memo and
+        # the grammar are freed now, not at the next garbage collection (compile runs
+        # with the collector paused)
+        one = convert = None  # noqa: F841
 
 
 def copy_json(obj):

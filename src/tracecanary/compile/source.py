@@ -115,6 +115,23 @@ def _codes(column) -> tuple[np.ndarray, jv.pa.Array]:
     return codes.astype(np.int64), literals
 
 
+MAX_RANK_HEADS = 1 << 16
+
+
+def _rank_heads(ranks: np.ndarray, skew_known: bool) -> tuple[jv.pa.Array | None, int]:
+    """The text a member starts with, per (rank, first member of its occurrence):
+    element ``2 * (rank - lo) + first`` of the returned array (``lo``: the smallest
+    rank); None when the ranks span too wide a range for a table."""
+    if len(ranks) == 0:
+        return None, 0
+    lo, hi = int(ranks.min()), int(ranks.max())
+    if hi - lo >= MAX_RANK_HEADS:
+        return None, 0
+    end = "," if skew_known else "]"
+    texts = [t for r in range(lo, hi + 1) for t in (f",[{r}{end}", f"[{r}{end}")]
+    return jv.pa.array(texts, type=jv.STRING), lo
+
+
 def serialize_source(program: Program) -> SourceSerialization:
     """Serialize every occurrence line (vectorized, in chunks of rows so temporaries stay
     small; about a second per million occurrences of 8 members)."""
@@ -139,6 +156,7 @@ def serialize_source(program: Program) -> SourceSerialization:
     weight = occ["weight"].to_numpy(dtype=np.float64)
     strings = {c: _codes(occ[c]) for c in ("dtype", "group", "op", "phase", "stream")}
 
+    rank_heads, rank_lo = _rank_heads(ranks, skew is not None)
     data = bytearray()
     offsets = np.zeros(n + 1, dtype=np.int64)
     for lo in range(0, n, CHUNK_OCCURRENCES):
@@ -147,13 +165,18 @@ def serialize_source(program: Program) -> SourceSerialization:
         local = member_offsets[lo : hi + 1] - m0
         first = np.zeros(m1 - m0, dtype=bool)
         first[local[:-1][counts[lo:hi] > 0]] = True
-        prefix = jv.pa.array([",[", "["], type=jv.STRING).take(jv.pa.array(first.view(np.int8)))
-        if skew is not None:
-            elements = jv.concat(
-                prefix, jv.int_text(ranks[m0:m1]), ",", jv.int_text(skew[m0:m1]), "]"
-            )
+        if rank_heads is not None:
+            # '[r,' / ',[r,' (skew known) or '[r]' / ',[r]': one literal per (rank, first)
+            head = rank_heads.take(jv.pa.array(2 * (ranks[m0:m1] - rank_lo) + first.view(np.int8)))
+            elements = head if skew is None else jv.concat(head, jv.int_text(skew[m0:m1]), "]")
         else:
-            elements = jv.concat(prefix, jv.int_text(ranks[m0:m1]), "]")
+            prefix = jv.pa.array([",[", "["], type=jv.STRING).take(jv.pa.array(first.view(np.int8)))
+            if skew is not None:
+                elements = jv.concat(
+                    prefix, jv.int_text(ranks[m0:m1]), ",", jv.int_text(skew[m0:m1]), "]"
+                )
+            else:
+                elements = jv.concat(prefix, jv.int_text(ranks[m0:m1]), "]")
         members = jv.regroup(elements, local)
 
         def num(c, lo=lo, hi=hi):

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from tracecanary.compile import intervals as iv
+from tracecanary.compile import jsonsize as js
 from tracecanary.compile import sequence
 from tracecanary.compile.source import SourceSerialization
 from tracecanary.compile.structure import Span, member_positions, top_level_spans
@@ -95,18 +96,14 @@ def timing_arrays(program) -> TimingArrays:
 # ------------------------------------------------------------------------- exact
 
 
-def _exact_records(values: np.ndarray) -> list[dict]:
-    grammar = sequence.encode_sequence(values)
-    return sequence.grammar_records(grammar, run_key=VALUE_RUN, block_key=VALUE_BLOCK)
-
-
 def _bool_records(mask: np.ndarray) -> list[dict]:
     grammar = sequence.encode_sequence(mask.astype(np.int64))
     return sequence.grammar_records(grammar, run_key=VALUE_RUN, block_key=VALUE_BLOCK, value=bool)
 
 
-def _skew_vector_ids(t: TimingArrays) -> tuple[np.ndarray, list[list[int]]]:
-    """Id per occurrence of its skew vector, and the vectors by id (first-seen order).
+def _skew_vector_ids(t: TimingArrays) -> tuple[np.ndarray, np.ndarray]:
+    """Id per occurrence of its skew vector (ids in first-seen order), and the first
+    occurrence holding each id.
 
     Rows are keyed by a 64-bit polynomial hash of (size, values); rows with equal keys
     are then confirmed element by element, so a hash collision cannot merge different
@@ -114,37 +111,87 @@ def _skew_vector_ids(t: TimingArrays) -> tuple[np.ndarray, list[list[int]]]:
     offsets = t.member_offsets
     sizes = np.diff(offsets)
     if t.n == 0:
-        return np.zeros(0, dtype=np.int64), []
-    slot = np.arange(len(t.skew), dtype=np.int64) - np.repeat(offsets[:-1], sizes)
-    h = sequence._mix(t.skew) * sequence._mix(slot + 0x5BD1E995)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     row_hash = np.zeros(t.n, dtype=np.uint64)
-    nonempty = sizes > 0
-    if len(h):
-        row_hash[nonempty] = np.add.reduceat(h, offsets[:-1][nonempty])
+    for lo in range(0, t.n, _HASH_CHUNK):  # chunks of rows: bounded temporaries
+        hi = min(t.n, lo + _HASH_CHUNK)
+        m0, m1 = int(offsets[lo]), int(offsets[hi])
+        local, chunk_sizes = offsets[lo:hi] - m0, sizes[lo:hi]
+        slot = np.arange(m1 - m0, dtype=np.int64) - np.repeat(local, chunk_sizes)
+        h = sequence._mix(t.skew[m0:m1]) * sequence._mix(slot + 0x5BD1E995)
+        nonempty = chunk_sizes > 0
+        if len(h):
+            row_hash[lo:hi][nonempty] = np.add.reduceat(h, local[nonempty])
     row_hash ^= sequence._mix(sizes)
     codes, _ = pd.factorize(row_hash.view(np.int64), sort=False)
     codes = codes.astype(np.int64)
-    _, first = np.unique(codes, return_index=True)
+    first = _first_rows(codes)
     rep_rows = first[codes]
-    same = np.array_equal(sizes[rep_rows], sizes) and np.array_equal(
-        t.skew[member_positions(offsets[rep_rows], sizes)], t.skew
+    same = np.array_equal(sizes[rep_rows], sizes) and all(
+        np.array_equal(
+            t.skew[member_positions(offsets[rep_rows[lo:hi]], sizes[lo:hi])],
+            t.skew[offsets[lo] : offsets[hi]],
+        )
+        for lo, hi in ((lo, min(t.n, lo + _HASH_CHUNK)) for lo in range(0, t.n, _HASH_CHUNK))
     )
     if not same:
         keys = [tuple(t.skew[offsets[i] : offsets[i + 1]]) for i in range(t.n)]
         codes, _ = pd.factorize(pd.Series(keys, dtype=object), sort=False)
         codes = codes.astype(np.int64)
-        _, first = np.unique(codes, return_index=True)
+        first = _first_rows(codes)
+    return codes, first
+
+
+def _first_rows(codes: np.ndarray) -> np.ndarray:
+    """Row of the first appearance of each code (codes number values 0, 1, 2, ... in
+    order of first appearance, as ``pd.factorize(sort=False)`` gives them)."""
+    if len(codes) == 0:
+        return np.zeros(0, dtype=np.int64)
+    running = np.maximum.accumulate(codes)
+    new = np.ones(len(codes), dtype=bool)
+    new[1:] = running[1:] > running[:-1]
+    return np.flatnonzero(new)
+
+
+def _skew_vectors(t: TimingArrays, first: np.ndarray) -> list[list[int]]:
+    """The skew vectors of rows ``first`` as lists (one Python list per vector)."""
+    offsets = t.member_offsets
+    sizes = np.diff(offsets)
     vectors: list = [None] * len(first)
     first_sizes = sizes[first]
     for k in np.unique(first_sizes):
-        which = np.flatnonzero(first_sizes == k)
-        rows = first[which]
-        block = t.skew[member_positions(offsets[rows], np.full(len(rows), k))].reshape(
-            len(rows), int(k)
-        )
-        for w, vec in zip(which.tolist(), block.tolist(), strict=True):
-            vectors[w] = vec
-    return codes, vectors
+        which_all = np.flatnonzero(first_sizes == k)
+        for lo in range(0, len(which_all), _VECTOR_CHUNK):  # bounded temporaries
+            which = which_all[lo : lo + _VECTOR_CHUNK]
+            rows = first[which]
+            block = t.skew[member_positions(offsets[rows], np.full(len(rows), k))].reshape(
+                len(rows), int(k)
+            )
+            for w, vec in zip(which.tolist(), block.tolist(), strict=True):
+                vectors[w] = vec
+    return vectors
+
+
+_VECTOR_CHUNK = 1 << 16
+_HASH_CHUNK = 1 << 18
+
+
+def _vector_text_len(t: TimingArrays, rows: np.ndarray) -> np.ndarray:
+    """Canonical JSON length of the skew vector (a list of integers) of each row in
+    ``rows``, computed in chunks of rows so temporaries stay small."""
+    offsets = t.member_offsets
+    sizes = np.diff(offsets)[rows]
+    out = np.empty(len(rows), dtype=np.int64)
+    for lo in range(0, len(rows), _VECTOR_CHUNK):
+        chunk_rows, chunk_sizes = rows[lo : lo + _VECTOR_CHUNK], sizes[lo : lo + _VECTOR_CHUNK]
+        digits = js.int_len(t.skew[member_positions(offsets[chunk_rows], chunk_sizes)])
+        sums = np.zeros(len(chunk_rows), dtype=np.int64)
+        nonempty = chunk_sizes > 0
+        if len(digits):
+            starts = np.cumsum(chunk_sizes) - chunk_sizes
+            sums[nonempty] = np.add.reduceat(digits, starts[nonempty])
+        out[lo : lo + _VECTOR_CHUNK] = 2 + sums + np.maximum(chunk_sizes - 1, 0)
+    return out
 
 
 def exact_bytes_lower_bound(name: str, t: TimingArrays) -> int:
@@ -165,22 +212,93 @@ def exact_bytes_lower_bound(name: str, t: TimingArrays) -> int:
     return int(digits.sum() + len(distinct))
 
 
-def encode_exact(name: str, t: TimingArrays) -> dict:
+@dataclass
+class ExactPlan:
+    """The exact encoding of one field before its records are built: the grammar of the
+    values (of the skew vector ids for skew) and of the measured mask. Its canonical
+    size and record count are computed from the grammars (``jsonsize``), so a stream
+    that loses the size comparison is never built."""
+
+    name: str
+    grammar: sequence.Grammar
+    leaf_len: np.ndarray  # text length of each run token's value
+    mask_grammar: sequence.Grammar | None
+    t: TimingArrays
+    skew_first: np.ndarray | None = None  # skew: first row of each vector id
+    _sizes: tuple | None = None
+
+    def _measure(self) -> tuple[int, int]:
+        if self._sizes is None:
+            vlen, vcount = js.grammar_records_len(
+                self.grammar, self.leaf_len, run_key=VALUE_RUN, block_key=VALUE_BLOCK
+            )
+            members = [("encoding", len('"exact"')), ("values", vlen)]
+            count = vcount
+            if self.mask_grammar is not None:
+                mlen, mcount = js.grammar_records_len(
+                    self.mask_grammar,
+                    js.bool_len(self.mask_grammar.run_values),
+                    run_key=VALUE_RUN,
+                    block_key=VALUE_BLOCK,
+                )
+                members.append(("measured", mlen))
+                count += mcount
+            self._sizes = (js.object_len(members) + 1, count)
+        return self._sizes
+
+    def stream_bytes(self) -> int:
+        """``len(canonical_json_bytes(self.encode()))`` (trailing newline included)."""
+        return self._measure()[0]
+
+    def records(self) -> int:
+        """``count_stream_records(self.encode())``."""
+        return self._measure()[1]
+
+    def encode(self) -> dict:
+        if self.name == "skew":
+            vectors = _skew_vectors(self.t, self.skew_first)
+            records = sequence.grammar_records(
+                self.grammar, run_key=VALUE_RUN, block_key=VALUE_BLOCK, table=vectors
+            )
+            return {"encoding": "exact", "values": records}
+        records = sequence.grammar_records(self.grammar, run_key=VALUE_RUN, block_key=VALUE_BLOCK)
+        if self.mask_grammar is None:
+            return {"encoding": "exact", "values": records}
+        return {
+            "encoding": "exact",
+            "measured": sequence.grammar_records(
+                self.mask_grammar, run_key=VALUE_RUN, block_key=VALUE_BLOCK, value=bool
+            ),
+            "values": records,
+        }
+
+
+def plan_exact(name: str, t: TimingArrays) -> ExactPlan:
+    """The exact encoding of ``name`` (grammars only; see ``ExactPlan``)."""
     if name == "skew":
-        ids, vectors = _skew_vector_ids(t)
+        ids, first = _skew_vector_ids(t)
         grammar = sequence.encode_sequence(ids)
-        records = sequence.grammar_records(
-            grammar, run_key=VALUE_RUN, block_key=VALUE_BLOCK, table=vectors
-        )
-        return {"encoding": "exact", "values": records}
+        vec_len = _vector_text_len(t, first)
+        leaf = vec_len[grammar.run_values] if len(vec_len) else np.zeros(0, np.int64)
+        return ExactPlan(name, grammar, leaf, None, t, skew_first=first)
     values, mask = t.values(name)
-    if mask is None:
-        return {"encoding": "exact", "values": _exact_records(values)}
-    return {
-        "encoding": "exact",
-        "measured": _bool_records(mask),
-        "values": _exact_records(values[mask]),
-    }
+    if mask is not None:
+        values = values[mask]
+    grammar = sequence.encode_sequence(values)
+    mask_grammar = None if mask is None else sequence.encode_sequence(mask.astype(np.int64))
+    return ExactPlan(name, grammar, js.int_len(grammar.run_values), mask_grammar, t)
+
+
+def encode_exact(name: str, t: TimingArrays) -> dict:
+    return plan_exact(name, t).encode()
+
+
+def bool_records_len(mask: np.ndarray) -> tuple[int, int]:
+    """(canonical length, record count) of ``_bool_records(mask)``."""
+    grammar = sequence.encode_sequence(np.asarray(mask).astype(np.int64))
+    return js.grammar_records_len(
+        grammar, js.bool_len(grammar.run_values), run_key=VALUE_RUN, block_key=VALUE_BLOCK
+    )
 
 
 # ----------------------------------------------------------------------- bounded
@@ -295,6 +413,22 @@ def _segments(name, t, spans: list[Span], budget_occ) -> list[_Segment]:
 
 
 MIN_INTERVAL_BYTES = 100  # an interval's canonical JSON is never smaller (64-hex commitment)
+COMMITMENT_LEN = 2 + 64  # a quoted SHA-256 hex digest
+# an interval's keys, separators and commitment: everything but its five numbers/lists
+_INTERVAL_CONST = js.object_len(
+    [(k, 0) for k in ("start", "stop", "period", "rep", "max_error_ns")]
+    + [("commitment", COMMITMENT_LEN)]
+)
+
+
+@dataclass
+class _Summary:
+    """Per interval of a segment: representatives, measured flags, errors."""
+
+    rep: np.ndarray  # intervals x columns
+    has: np.ndarray  # intervals x columns
+    pos_err: np.ndarray  # intervals x positions: max error per body position, -1 = none
+    stops: np.ndarray  # interval stop rows
 
 
 @dataclass
@@ -303,6 +437,7 @@ class BoundedPlan:
 
     name: str
     segments: list
+    _summaries: list | None = None
 
     @property
     def intervals(self) -> int:
@@ -322,6 +457,68 @@ class BoundedPlan:
             k -= len(seg.starts)
         raise IndexError(k)
 
+    def release(self) -> None:
+        """Drop the cached summaries (they are recomputed if needed again)."""
+        self._summaries = None
+
+    def summaries(self) -> list[_Summary]:
+        """Representatives and errors of every interval, per segment (computed once)."""
+        if self._summaries is None:
+            out = []
+            for seg in self.segments:
+                rep, has, err = iv.summarize(seg.matrix, seg.starts, seg.measured)
+                out.append(
+                    _Summary(
+                        rep, has, _per_position(err, has, seg), np.append(seg.starts[1:], seg.reps)
+                    )
+                )
+            self._summaries = out
+        return self._summaries
+
+    def stream_bytes(self, measured_len: int | None) -> int:
+        """``len(canonical_json_bytes(encode_bounded(...)))`` of this plan (trailing
+        newline included), from the arrays alone; ``measured_len``: the canonical length
+        of the measured-mask records (masked fields), None for the others."""
+        total = 0
+        count = 0
+        overall = 0
+        skew = self.name == "skew"
+        for seg, sm in zip(self.segments, self.summaries(), strict=True):
+            k = len(seg.starts)
+            if k == 0:
+                continue
+            count += k
+            period = int(seg.period)
+            occ0 = int(seg.start) + seg.starts.astype(np.int64) * period
+            occ1 = int(seg.start) + sm.stops.astype(np.int64) * period
+            numbers = int(js.int_len(occ0).sum() + js.int_len(occ1).sum())
+            numbers += k * len(str(period))
+            errs = sm.pos_err
+            err_text = np.where(errs >= 0, js.int_len(errs), js.NULL_LEN)
+            err_lists = k * (2 + max(errs.shape[1] - 1, 0)) + int(err_text.sum())
+            if (errs >= 0).any():
+                overall = max(overall, int(errs.max()))
+            cols = sm.rep.shape[1]
+            if skew:
+                digits = int(js.int_len(sm.rep).sum())
+                if period == 1:  # [[v, ...]]
+                    rep_lists = k * (2 + 2 + max(cols - 1, 0)) + digits
+                else:  # [[slot values of position 0], [...], ...]
+                    inner = int(np.maximum(seg.slots.astype(np.int64) - 1, 0).sum())
+                    rep_lists = k * (2 + (period - 1) + 2 * period + inner) + digits
+            else:
+                rep_text = np.where(sm.has, js.int_len(sm.rep), js.NULL_LEN)
+                rep_lists = k * (2 + max(cols - 1, 0)) + int(rep_text.sum())
+            total += k * _INTERVAL_CONST + numbers + err_lists + rep_lists
+        members = [
+            ("encoding", len('"bounded_intervals"')),
+            ("intervals", js.list_len(total, count)),
+            ("max_error_ns", len(str(overall))),
+        ]
+        if measured_len is not None:
+            members.append(("measured", measured_len))
+        return js.object_len(members) + 1
+
 
 def plan_bounded(
     name: str, t: TimingArrays, spans: list[Span], budget_occ: np.ndarray
@@ -339,26 +536,28 @@ def encode_bounded(
     plan: BoundedPlan | None = None,
 ) -> dict:
     """Bounded-interval stream of one field. ``budget_occ``: budget (ns) per occurrence."""
-    segs = (plan or plan_bounded(name, t, spans, budget_occ)).segments
+    plan = plan or plan_bounded(name, t, spans, budget_occ)
     out_intervals: list[dict] = []
     overall = 0
-    for seg in segs:
-        rep, has, err = iv.summarize(seg.matrix, seg.starts, seg.measured)
-        stops = np.append(seg.starts[1:], seg.reps)
-        pos_err = _per_position(err, has, seg)
-        for i, (a, b) in enumerate(zip(seg.starts, stops, strict=True)):
-            occ0 = int(seg.start) + int(a) * int(seg.period)
-            occ1 = int(seg.start) + int(b) * int(seg.period)
-            reps_out, errs_out = _interval_values(name, rep[i], has[i], pos_err[i], seg)
-            overall = max(overall, max((e for e in errs_out if e is not None), default=0))
+    for seg, sm in zip(plan.segments, plan.summaries(), strict=True):
+        if len(seg.starts) == 0:
+            continue
+        period = int(seg.period)
+        occ0 = (int(seg.start) + seg.starts.astype(np.int64) * period).tolist()
+        occ1 = (int(seg.start) + sm.stops.astype(np.int64) * period).tolist()
+        if (sm.pos_err >= 0).any():
+            overall = max(overall, int(sm.pos_err.max()))
+        reps_out = _rep_lists(name, sm, seg)
+        errs_out = _nullable_rows(sm.pos_err, sm.pos_err >= 0)
+        for a, b, rep, err in zip(occ0, occ1, reps_out, errs_out, strict=True):
             out_intervals.append(
                 {
-                    "start": occ0,
-                    "stop": occ1,
-                    "period": int(seg.period),
-                    "rep": reps_out,
-                    "max_error_ns": errs_out,
-                    "commitment": ser.segment(occ0, occ1),
+                    "start": a,
+                    "stop": b,
+                    "period": period,
+                    "rep": rep,
+                    "max_error_ns": err,
+                    "commitment": ser.segment(a, b),
                 }
             )
     stream = {
@@ -381,18 +580,26 @@ def _per_position(err, has, seg: _Segment) -> np.ndarray:
     return np.maximum.reduceat(e, bounds, axis=1)
 
 
-def _interval_values(name, rep_row, has_row, pos_err_row, seg: _Segment):
-    errs = [e if e >= 0 else None for e in pos_err_row.tolist()]
-    if name == "skew":
-        values = rep_row.tolist()
-        if seg.period == 1:
-            return [values], errs
-        bounds = np.concatenate(([0], np.cumsum(seg.slots))).tolist()
-        return [values[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)], errs
-    values = rep_row.tolist()
-    if not has_row.all():
-        values = [v if h else None for v, h in zip(values, has_row.tolist(), strict=True)]
-    return values, errs
+def _nullable_rows(values: np.ndarray, present: np.ndarray) -> list[list]:
+    """Each row of ``values`` as a list, None where ``present`` is False."""
+    rows = values.tolist()
+    if present.all():
+        return rows
+    for i in np.flatnonzero(~present.all(axis=1)).tolist():
+        rows[i] = [v if h else None for v, h in zip(rows[i], present[i].tolist(), strict=True)]
+    return rows
+
+
+def _rep_lists(name: str, sm: _Summary, seg: _Segment) -> list[list]:
+    """The ``rep`` list of every interval of a segment: values (None where nothing is
+    measured) per position; for skew one list of slot values per position."""
+    if name != "skew":
+        return _nullable_rows(sm.rep, sm.has)
+    if seg.period == 1:
+        return [[row] for row in sm.rep.tolist()]
+    bounds = np.concatenate(([0], np.cumsum(seg.slots))).tolist()
+    parts = [sm.rep[:, a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [list(row) for row in zip(*parts, strict=True)]
 
 
 # ------------------------------------------------------------------------ decode

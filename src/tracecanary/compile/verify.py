@@ -19,13 +19,14 @@ gives}``; an empty list means every receipt holds. Checked:
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from tracecanary.compile import timing
 from tracecanary.compile.budget import FIELDS, parse_overrides
 from tracecanary.compile.canary import prefix_program
 from tracecanary.compile.execution import check_execution
 from tracecanary.compile.expand import expand_canary
-from tracecanary.compile.source import serialize_source
+from tracecanary.compile.source import SourceSerialization, serialize_source
 from tracecanary.program import Program
 
 _COLS = {
@@ -39,9 +40,25 @@ def _mismatch(segment: str, expected, found) -> dict:
     return {"segment": segment, "expected": expected, "found": found}
 
 
-def verify_commitments(source: Program, canary: dict) -> list[dict]:
+def verify_commitments(
+    source: Program,
+    canary: dict,
+    *,
+    serialization: SourceSerialization | None = None,
+    expanded: Program | None = None,
+) -> list[dict]:
+    """Mismatches between ``canary``'s receipts and ``source`` (see module doc).
+
+    ``serialization``: ``serialize_source(source)`` when the caller already holds it
+    (the behavior search); used only if it was made from this very ``source`` object,
+    else recomputed. ``expanded``: ``expand_canary(canary)`` (logical) when the caller
+    already holds it. Neither changes the result, only what is recomputed."""
     out: list[dict] = []
-    ser = serialize_source(source)
+    ser = (
+        serialization
+        if serialization is not None and serialization.program is source
+        else serialize_source(source)
+    )
     digest = ser.digest()
     if digest != canary["source"]["digest"]:
         out.append(_mismatch("source", canary["source"]["digest"], digest))
@@ -70,8 +87,9 @@ def verify_commitments(source: Program, canary: dict) -> list[dict]:
             got = ser.segment(s, e)
             if got != itv["commitment"]:
                 out.append(_mismatch(where, itv["commitment"], got))
+    del ser, serialization  # no more commitments to read: free the lines if ours
     covered = prefix_program(source, stop)
-    out.extend(_check_content(covered, canary))
+    out.extend(_check_content(covered, canary, expanded))
     out.extend(
         _mismatch("execution", "the reduction execution.policy selects", found)
         for found in check_execution(canary)
@@ -79,9 +97,19 @@ def verify_commitments(source: Program, canary: dict) -> list[dict]:
     return out
 
 
-def _check_content(source: Program, canary: dict) -> list[dict]:
+def _differs(a: pd.Series, b: pd.Series) -> np.ndarray:
+    """Row-wise ``a != b`` as a numpy bool array (string columns compared in Arrow,
+    without materializing one Python string per row; missing compares unequal, as
+    numpy's object comparison of NaN does)."""
+    if isinstance(a.dtype, pd.StringDtype) and isinstance(b.dtype, pd.StringDtype):
+        return np.asarray(a.array != b.array, dtype=bool)
+    return np.asarray(a.to_numpy() != b.to_numpy(), dtype=bool)
+
+
+def _check_content(source: Program, canary: dict, expanded: Program | None = None) -> list[dict]:
     out: list[dict] = []
-    expanded = expand_canary(canary, executed=False)
+    if expanded is None:
+        expanded = expand_canary(canary, executed=False)
     if expanded.n != source.n:
         return [_mismatch("structure", f"{expanded.n} occurrences", f"{source.n} occurrences")]
     so, eo = source.occurrences, expanded.occurrences
@@ -98,11 +126,12 @@ def _check_content(source: Program, canary: dict) -> list[dict]:
         "has_overlap",
         "has_latency",
     ):
-        a, b = eo[col].to_numpy(), so[col].to_numpy()
-        diff = np.flatnonzero(a != b)
+        diff = np.flatnonzero(_differs(eo[col], so[col]))
         if len(diff):
             i = int(diff[0])
-            out.append(_mismatch(f"occurrence {i} field {col}", _py(a[i]), _py(b[i])))
+            out.append(
+                _mismatch(f"occurrence {i} field {col}", _py(eo[col].iloc[i]), _py(so[col].iloc[i]))
+            )
     if len(expanded.members) != len(source.members) or not np.array_equal(
         expanded.members["rank"].to_numpy(), source.members["rank"].to_numpy()
     ):

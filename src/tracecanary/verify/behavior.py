@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import yaml
@@ -30,6 +31,9 @@ import yaml
 from tracecanary.errors import InputError
 from tracecanary.program import Program
 from tracecanary.schemas import validate
+
+if TYPE_CHECKING:
+    from tracecanary.compile.source import SourceSerialization
 
 FORMAT = "tracecanary.verification/v1"
 DIST_METRICS = ("p50", "p95", "p99", "max", "mean")
@@ -111,18 +115,38 @@ def replay_program(program: Program, backends, names=None) -> Replay:
     )
 
 
+def _last_latency(
+    ids: np.ndarray, lat: np.ndarray, wanted: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(whether each wanted id occurs in ``ids``, the latency of its last occurrence, as a
+    dict built in order would keep), by binary search instead of a per-occurrence dict."""
+    if not ids.size:
+        return np.zeros(wanted.size, bool), np.zeros(wanted.size, np.int64)
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    pos = np.searchsorted(sorted_ids, wanted, side="right") - 1
+    safe = np.maximum(pos, 0)
+    return (pos >= 0) & (sorted_ids[safe] == wanted), lat[order][safe]
+
+
 def tail_recall(
     source_lat: tuple[np.ndarray, ...],
     canary_lat: tuple[np.ndarray, ...],
     tail_ids: list[int],
 ) -> float:
-    """Share of the source's tail events present in the canary and at or above the
-    canary's tail threshold. The canary's tail is counted in the logical occurrences it
-    stands for, like the source's (top max(10, ceil(1%)) of the occurrences): the
-    threshold is the latency at which the canary's executed occurrences, taken from the
-    slowest down, first stand for max(10, ceil(1% of the total weight)) occurrences. With
-    unit weights that is the k-th largest latency. Tie-aware, so equal latencies are not
-    dropped by the order of a sort."""
+    """Share of the source's tail places the canary fills: a tail event is kept when the
+    canary executes it at or above the canary's tail threshold. The canary's tail is
+    counted in the logical occurrences it stands for, like the source's (top max(10,
+    ceil(1%)) of the occurrences): the threshold is the latency at which the canary's
+    executed occurrences, taken from the slowest down, first stand for max(10, ceil(1% of
+    the total weight)) occurrences. With unit weights that is the k-th largest latency.
+
+    Tie-aware on both sides. When more source occurrences share the tail's lowest latency
+    than the tail has places for at that latency, the tail list names some of them only by
+    the occurrence-index tie-break; those places are filled by any canary-kept occurrences
+    of that source latency (each fills at most one), so the figure does not depend on which
+    tied occurrence the list happened to name. Without such a tie it is the share of named
+    events kept; strictly slower events are always matched by identity."""
     if not tail_ids:
         return 1.0
     ids, lat = canary_lat[0], canary_lat[1]
@@ -135,15 +159,21 @@ def tail_recall(
         covered = np.cumsum(weights[by_latency])
         at = min(int(np.searchsorted(covered, k - 1e-9 * total)), lat.size - 1)
         threshold = lat[by_latency][at]
-    # the latency of each tail id (its last executed occurrence, as a dict built in
-    # order would keep), found by binary search instead of a per-occurrence dict
     wanted = np.asarray(tail_ids, dtype=np.int64)
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    pos = np.searchsorted(sorted_ids, wanted, side="right") - 1
-    safe = np.maximum(pos, 0)
-    found = (pos >= 0) & (sorted_ids[safe] == wanted) if ids.size else np.zeros(wanted.size, bool)
-    kept = found & (lat[order][safe] >= threshold) if ids.size else found
+    found, latency = _last_latency(ids, lat, wanted)
+    kept = found & (latency >= threshold)
+    source_ids, source_latency = source_lat[0], source_lat[1]
+    in_source, tail_latency = _last_latency(source_ids, source_latency, wanted)
+    if in_source.all():
+        boundary = tail_latency == tail_latency.min()
+        tied = np.unique(source_ids[source_latency == tail_latency.min()])
+        if tied.size > np.count_nonzero(boundary):  # the list named some by index only
+            found_tied, tied_latency = _last_latency(ids, lat, tied)
+            filled = min(
+                int(np.count_nonzero(boundary)),
+                int(np.count_nonzero(found_tied & (tied_latency >= threshold))),
+            )
+            return (int(np.count_nonzero(kept & ~boundary)) + filled) / len(tail_ids)
     return int(np.count_nonzero(kept)) / len(tail_ids)
 
 
@@ -157,19 +187,24 @@ def verify_behavior(
     canary_digest: str,
     config_names: list[str] | None = None,
     source_replay: Replay | None = None,
+    serialization: SourceSerialization | None = None,
 ) -> dict:
     """The verification document (see module doc).
 
     ``source_replay``: the source's ``replay_program`` under the same backends and
     configuration names, when the caller already has it (the behavior search); it is
-    recomputed otherwise. It must come from this ``source``: the caller vouches."""
-    from tracecanary.compile.expand import expand_canary
+    recomputed otherwise. It must come from this ``source``: the caller vouches.
+    ``serialization``: ``serialize_source(source)`` when the caller already has it
+    (passed to ``verify_commitments``, which uses it only if made from this ``source``)."""
+    from tracecanary.compile.expand import executed_program, expand_canary
     from tracecanary.compile.verify import verify_commitments
     from tracecanary.sim.ranking import decision_mismatches, decisions
 
     names = config_names or None
-    executed = expand_canary(canary, executed=True)
-    mismatches = verify_commitments(source, canary)
+    logical = expand_canary(canary, executed=False)  # decoded once for both uses
+    executed = executed_program(canary, logical)
+    mismatches = verify_commitments(source, canary, serialization=serialization, expanded=logical)
+    del logical
     src = source_replay if source_replay is not None else replay_program(source, backends, names)
     can = replay_program(executed, backends, names)
     src_metrics, src_lat = src.metrics, src.latencies

@@ -111,6 +111,7 @@ def search(
             canary_digest=sha256_bytes(data),
             config_names=config_names,
             source_replay=source_replay,
+            serialization=serialization,
         )
         stats = canary["stats"]
         entry.update(
