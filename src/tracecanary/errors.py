@@ -29,6 +29,10 @@ class TraceCanaryError(Exception):
         self.field = field
         super().__init__(self.one_line())
 
+    def __reduce__(self):
+        """Pickle by fields, so an error raised in a worker process arrives whole."""
+        return (_rebuild, (type(self), self.message, self.file, self.record, self.field))
+
     def one_line(self) -> str:
         """``FILE: record N: field F: message`` with absent parts left out, newlines removed."""
         parts = []
@@ -40,6 +44,10 @@ class TraceCanaryError(Exception):
             parts.append(f"field {self.field}")
         parts.append(self.message)
         return ": ".join(parts).replace("\n", " ")
+
+
+def _rebuild(cls, message, file, record, field) -> TraceCanaryError:
+    return cls(message, file=file, record=record, field=field)
 
 
 class InputError(TraceCanaryError):

@@ -25,6 +25,7 @@ rule import_kineto:
         "logs/{campaign}/import_kineto/{source}.log",
     benchmark:
         "benchmarks/{campaign}/import_kineto/{source}.tsv"
+    threads: 2
     conda:
         ENV
     script:

@@ -30,6 +30,13 @@ def register(sub) -> None:
         help="trace file (one input) or directory of rank<r>.json (several inputs)",
     )
     p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes for several inputs (default: one per input, at most one per CPU)",
+    )
+    p.add_argument(
         "--rank",
         type=int,
         default=None,
@@ -39,7 +46,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tracecanary.kineto import import_kineto_file
+    from tracecanary.kineto.batch import import_kineto_files
     from tracecanary.trace_io import write_trace
 
     paths = [str(p) for p in args.traces]
@@ -50,7 +57,9 @@ def run(args) -> int:
         raise InputError("--rank applies to a single input only", field="rank")
     if args.rank is not None and args.rank < 0:
         raise InputError(f"--rank must be >= 0, got {args.rank}", field="rank")
-    docs = [import_kineto_file(p, rank=args.rank) for p in paths]
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError(f"--jobs must be >= 1, got {args.jobs}", field="jobs")
+    docs = import_kineto_files(paths, rank=args.rank, jobs=args.jobs)
     out = Path(args.output)
     if len(docs) == 1:
         write_trace(docs[0], out)
