@@ -165,3 +165,9 @@ def get_export_input(wildcards):
     if wildcards.program == "canary":
         return {"program": f"results/{CAMPAIGN}/search/{wildcards.source}/canary.json"}
     return source_inputs(wildcards) | {"program": source_table(wildcards)}
+
+
+def get_replay_input(wildcards):
+    if wildcards.which == "canary":
+        return {"program": f"results/{CAMPAIGN}/search/{wildcards.source}/canary.json"}
+    return source_inputs(wildcards) | {"program": source_table(wildcards)}

@@ -1,9 +1,3 @@
-def get_replay_input(wildcards):
-    if wildcards.which == "canary":
-        return {"program": f"results/{CAMPAIGN}/search/{wildcards.source}/canary.json"}
-    return source_inputs(wildcards) | {"program": source_table(wildcards)}
-
-
 rule replay:
     input:
         unpack(get_replay_input),
