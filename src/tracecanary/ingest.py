@@ -49,6 +49,7 @@ from tracecanary.parquet_io import ROW_GROUP_SIZE, WRITER_OPTIONS
 from tracecanary.trace_format import (
     EVENT_FIELDS,
     EVENT_SCHEMA,
+    INT_FIELDS,
     NORMALIZED_FORMAT,
     NORMALIZED_SCHEMA,
     OP_PATTERN,
@@ -74,19 +75,7 @@ _IS_ROOTED = np.array([name in ROOTED_OPS for name in OPS] + [False])
 assert all(OP_RE.match(name) for name in OPS)
 
 
-_NON_NEGATIVE_FIELDS = (
-    "rank",
-    "seq",
-    "bytes",
-    "root",
-    "peer",
-    "ts_ns",
-    "gap_ns",
-    "latency_ns",
-    "overlap_ns",
-    "arrival_ns",
-    "instance",
-)
+_NON_NEGATIVE_FIELDS = INT_FIELDS  # every integer field of an event is >= 0
 _LIMITED_FIELDS = (("bytes", "max_message_bytes"),) + tuple((t, "max_time_ns") for t in TIME_FIELDS)
 assert all(name in _NON_NEGATIVE_FIELDS for name, _ in _LIMITED_FIELDS)
 
