@@ -72,13 +72,13 @@ FULL_WORKLOAD = {
 FULL_CONFIGS = ("native", "fused64k", "chunked4")
 FULL_NPROC, FULL_WARMUP, FULL_ITERS = 4, 1, 1
 
-# Quick run (< 30 s): a tiny decode workload, one configuration, two ranks.
+# Quick run (< 30 s): a small decode workload (one request), one configuration, two ranks.
 QUICK_WORKLOAD = {
-    "layers": 4,
+    "layers": 2,
     "hidden": 1024,
-    "requests": 2,
+    "requests": 1,
     "prompt-tokens": 512,
-    "events-per-rank": 400,
+    "events-per-rank": 800,
     "tail-windows": 1,
 }
 QUICK_CONFIGS = ("native",)
