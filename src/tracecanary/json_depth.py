@@ -19,16 +19,14 @@ import numpy as np
 CHUNK_BYTES = 1 << 24
 
 _QUOTE, _BACKSLASH, _OPEN, _CLOSE = 1, 2, 3, 4
+_STRUCTURAL = b'"\\[{]}'
 _TABLE = bytearray(256)  # bytes.translate table: byte -> its class, 0 for all others
 for _byte, _class in zip(
-    b'"\\[{]}', (_QUOTE, _BACKSLASH, _OPEN, _OPEN, _CLOSE, _CLOSE), strict=True
+    _STRUCTURAL, (_QUOTE, _BACKSLASH, _OPEN, _OPEN, _CLOSE, _CLOSE), strict=True
 ):
     _TABLE[_byte] = _class
 _CLASSES = bytes(_TABLE)
-
-
-_STRUCTURAL = b'"\\[{]}'
-_OTHERS = bytes(b for b in range(256) if b not in _STRUCTURAL)
+_OTHERS = bytes(b for b in range(256) if b not in _STRUCTURAL)  # deleted in the fast path
 
 
 class _Scanner:
