@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -53,7 +52,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import yaml
 
-from bench.common import REPO, WORK, row
+from bench.common import REPO, WORK, row, tracecanary_cli
 
 TARGET_RATIO = 0.1
 CAMPAIGN = REPO / "config" / "campaign.yaml"
@@ -87,23 +86,6 @@ QUICK_NPROC, QUICK_WARMUP, QUICK_ITERS = 2, 1, 2
 GENERATOR_VERSION = 1  # bump when `synth decode` changes what it writes
 
 
-def _tracecanary(*args: str, timeout: float = 1800) -> str:
-    """Run one CLI command; its stdout (RuntimeError with its stderr on failure)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "tracecanary", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"tracecanary {' '.join(args[:2])} exited {proc.returncode}: {proc.stderr[-1500:]}"
-        )
-    return proc.stdout
-
-
 def _key(workload: dict, ranks: int) -> str:
     parts = "_".join(f"{k.split('-')[0][0]}{v}" for k, v in workload.items())
     return f"physical_v{GENERATOR_VERSION}_r{ranks}_{parts}"
@@ -117,7 +99,7 @@ def decode_workload(workload: dict, ranks: int) -> Path:
         shutil.rmtree(out, ignore_errors=True)
         out.parent.mkdir(parents=True, exist_ok=True)
         flags = [x for k, v in workload.items() for x in (f"--{k}", str(v))]
-        _tracecanary("synth", "decode", "--ranks", str(ranks), *flags, "-o", str(out))
+        tracecanary_cli("synth", "decode", "--ranks", str(ranks), *flags, "-o", str(out))
     return out
 
 
@@ -131,11 +113,11 @@ def prepare(workload: dict, ranks: int) -> dict:
     merged, table = base / "merged.jsonl.gz", base / "source.parquet"
     caps = [str(captures / f"rank{r}.jsonl.gz") for r in range(ranks)]
     cal = str(captures / "calibration.json")
-    _tracecanary("merge", *caps, "--calibration", cal, "-o", str(merged))
-    _tracecanary("ingest", str(merged), "-o", str(table))
+    tracecanary_cli("merge", *caps, "--calibration", cal, "-o", str(merged))
+    tracecanary_cli("ingest", str(merged), "-o", str(table))
     t1 = time.perf_counter()
     canary = base / "canary.json"
-    _tracecanary(
+    tracecanary_cli(
         "search", str(table), "--budgets", str(campaign["search"]["budgets"]),
         "--backends", str(REPO / campaign["backends"]),
         "--tolerances", str(REPO / campaign["tolerances"]),
@@ -145,8 +127,10 @@ def prepare(workload: dict, ranks: int) -> dict:
     t2 = time.perf_counter()
     param = base / "param"
     shutil.rmtree(param, ignore_errors=True)
-    _tracecanary("export-param", str(canary), "--execution", "reduced", "-o", str(param / "canary"))
-    _tracecanary("export-param", str(table), "--execution", "full", "-o", str(param / "full"))
+    tracecanary_cli(
+        "export-param", str(canary), "--execution", "reduced", "-o", str(param / "canary")
+    )
+    tracecanary_cli("export-param", str(table), "--execution", "full", "-o", str(param / "full"))
     t3 = time.perf_counter()
     doc = json.loads(canary.read_text())
     return {
@@ -166,7 +150,7 @@ def replay(program: Path, config: str, out: Path, nproc: int, warmup: int, iters
     """One ``replay-physical`` attempt (must end complete: every row checked correct)."""
     shutil.rmtree(out, ignore_errors=True)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _tracecanary(
+    tracecanary_cli(
         "replay-physical", str(program), "--backend", "gloo", "--nproc", str(nproc),
         "--physical-config", config, "--physical-configs", str(REPO / "config" / "physical.yaml"),
         "--warmup", str(warmup), "--iters", str(iters), "--timeout", "1200", "-o", str(out),

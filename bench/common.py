@@ -63,6 +63,24 @@ def run_child(code: str, timeout: float = 3600) -> tuple[dict, float]:
     return json.loads(out.strip().splitlines()[-1]), usage.ru_maxrss / 1024
 
 
+def tracecanary_cli(*args: str, timeout: float = 1800) -> str:
+    """Run one ``tracecanary`` command in a child; its stdout (RuntimeError naming the
+    command, with the end of its stderr, when it fails)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracecanary", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"tracecanary {' '.join(args[:2])} exited {proc.returncode}: {proc.stderr[-1500:]}"
+        )
+    return proc.stdout
+
+
 def self_peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 

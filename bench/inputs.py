@@ -13,24 +13,9 @@ bytes, so a cached input is the input the command would write again).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-from bench.common import REPO, WORK, run_child
-
-
-def _tracecanary(*args: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "tracecanary", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"tracecanary {' '.join(args)} failed: {proc.stderr[-1000:]}")
-
+from bench.common import WORK, run_child, tracecanary_cli
 
 # bump when the generators change what they write (cached inputs are keyed by it)
 GENERATOR_VERSION = 2
@@ -41,7 +26,7 @@ def training_trace(tp: int, pp: int, dp: int, steps: int) -> Path:
     path = WORK / f"training_v{GENERATOR_VERSION}_tp{tp}_pp{pp}_dp{dp}_s{steps}.jsonl"
     if not path.exists():
         WORK.mkdir(parents=True, exist_ok=True)
-        _tracecanary(
+        tracecanary_cli(
             "synth", "training", "--tp", str(tp), "--pp", str(pp), "--dp", str(dp),
             "--steps", str(steps), "-o", str(path),
         )  # fmt: skip
@@ -54,7 +39,7 @@ def decode_captures(ranks: int, events_per_rank: int) -> list[Path]:
     files = [out / f"rank{r}.jsonl" for r in range(ranks)]
     if not all(f.exists() for f in files):
         WORK.mkdir(parents=True, exist_ok=True)
-        _tracecanary(
+        tracecanary_cli(
             "synth", "decode", "--ranks", str(ranks), "--ranks-per-host", str(ranks),
             "--events-per-rank", str(events_per_rank), "--format", "jsonl", "-o", str(out),
         )  # fmt: skip
