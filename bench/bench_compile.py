@@ -1,6 +1,6 @@
 """Compile throughput and memory: bounded vs lossless on a ~1M-occurrence program.
 
-The input is ``tracecanary.compile.examples.decode_like_program`` (8 ranks, 32 layers +
+The input is ``tracecanary.synth.examples.decode_like_program`` (8 ranks, 32 layers +
 1 all_gather per decode step, seeded jitter, rare slow steps), built in the child
 and pickled by a first child; each case's child loads it before the clock starts, so
 peak RSS includes the loaded program (its footprint is in the notes). Wall and CPU
@@ -24,7 +24,7 @@ def make_input(steps: int, jitter_ns: int) -> str:
         run_child(
             f"""
 import json, pickle
-from tracecanary.compile.examples import decode_like_program
+from tracecanary.synth.examples import decode_like_program
 program = decode_like_program({steps}, layers=32, world_size=8, jitter_ns={jitter_ns}, tail_every=997)
 open({str(path)!r}, "wb").write(pickle.dumps(program, protocol=5))
 print(json.dumps({{}}))

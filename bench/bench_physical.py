@@ -14,7 +14,7 @@ configuration run back to back, in A B / B A order across configurations (as the
 campaign's replay_physical rule does), so drift does not favour either.
 
 Timed: one pass = last op end minus first op start over all ranks of one timed pass
-(``tracecanary.physical_report.attempt_metrics``, the campaign report's definition),
+(``tracecanary.physical.report.attempt_metrics``, the campaign report's definition),
 median over the ``--iters`` timed passes. Launch (torchrun, workers importing torch,
 process groups) and warm-up passes are outside a pass; they are printed beside it.
 

@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-from tracecanary.workflow import run_rule
+from tracecanary.campaign.workflow import run_rule
 
 sm = snakemake  # noqa: F821
 

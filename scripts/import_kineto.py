@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from tracecanary.workflow import cli, run_rule
+from tracecanary.campaign.workflow import cli, run_rule
 
 sm = snakemake  # noqa: F821
 traces = sorted(str(p) for p in Path(sm.input.capture).glob("rank*.json.gz"))

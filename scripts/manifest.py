@@ -1,4 +1,4 @@
-from tracecanary.manifest import build_manifest, write_manifest
+from tracecanary.campaign.manifest import build_manifest, write_manifest
 
 sm = snakemake  # noqa: F821
 manifest = build_manifest(

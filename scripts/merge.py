@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from tracecanary.merge import merge_captures
-from tracecanary.workflow import run_rule
+from tracecanary.campaign.workflow import run_rule
 
 sm = snakemake  # noqa: F821
 captures = sm.input.captures

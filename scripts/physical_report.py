@@ -1,5 +1,5 @@
-from tracecanary.physical_report import write_physical
-from tracecanary.workflow import run_rule
+from tracecanary.physical.report import write_physical
+from tracecanary.campaign.workflow import run_rule
 
 sm = snakemake  # noqa: F821
 run_rule(

@@ -2,7 +2,7 @@ import os
 import subprocess
 import sys
 
-from tracecanary.workflow import run_rule
+from tracecanary.campaign.workflow import run_rule
 
 sm = snakemake  # noqa: F821
 

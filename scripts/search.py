@@ -1,4 +1,4 @@
-from tracecanary.workflow import cli, run_rule
+from tracecanary.campaign.workflow import cli, run_rule
 
 sm = snakemake  # noqa: F821
 argv = [

@@ -1,6 +1,6 @@
 import shutil
 
-from tracecanary.workflow import run_rule
+from tracecanary.campaign.workflow import run_rule
 
 sm = snakemake  # noqa: F821
 run_rule(sm, lambda: shutil.copyfile(sm.input.original, sm.output.staged), deterministic=False)

@@ -1,5 +1,5 @@
-from tracecanary.summary import write_campaign_summary
-from tracecanary.workflow import run_rule
+from tracecanary.campaign.summary import write_campaign_summary
+from tracecanary.campaign.workflow import run_rule
 
 sm = snakemake  # noqa: F821
 run_rule(

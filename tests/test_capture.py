@@ -17,7 +17,7 @@ from tracecanary.capture import capture_schema, layout_for
 from tracecanary.cli import main
 from tracecanary.kineto import convert, import_kineto_file
 from tracecanary.kineto.load import load_kineto
-from tracecanary.schemas import validate
+from tracecanary.formats.schemas import validate
 
 NPROC, STEPS = 4, 3
 

@@ -14,11 +14,11 @@ from tracecanary.compile import (
     expand_canary,
     parse_budget,
     segment_commitment,
-    verify_commitments,
 )
+from tracecanary.verify.commitments import verify_commitments
 from tracecanary.compile.budget import Budget, parse_duration_ns
 from tracecanary.compile.document import validate_canary
-from tracecanary.compile.examples import decode_like_program, random_program
+from tracecanary.synth.examples import decode_like_program, random_program
 from tracecanary.errors import ClaimFailed, InputError
 
 FIELD_COLUMNS = {

@@ -12,7 +12,7 @@ from tracecanary.canonical import canonical_json_bytes, sha256_file
 from tracecanary.cli import main
 from tracecanary.compile import source_digest
 from tracecanary.compile.document import validate_canary
-from tracecanary.compile.examples import decode_like_program, random_program
+from tracecanary.synth.examples import decode_like_program, random_program
 from tracecanary.compile.tracefile import trace_meta, write_trace
 from tracecanary.load import load_program
 

@@ -7,10 +7,10 @@ import pytest
 
 from tracecanary.compile import compile_program, parse_budget, reduce_execution
 from tracecanary.compile.document import SKELETON_MIN, skeleton, validate_canary
-from tracecanary.compile.examples import decode_like_program, random_program
+from tracecanary.synth.examples import decode_like_program, random_program
 from tracecanary.compile.expand import expand_canary
 from tracecanary.errors import InputError, SchemaError
-from tracecanary.schemas import validate
+from tracecanary.formats.schemas import validate
 
 
 @pytest.mark.parametrize("budget", [None, "skew=2us,overlap=5us,gap=5us,latency=5us", "gap=3us"])

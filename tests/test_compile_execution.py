@@ -21,10 +21,10 @@ from tracecanary.compile import (
     parse_budget,
     reduce_execution,
     source_digest,
-    verify_commitments,
 )
+from tracecanary.verify.commitments import verify_commitments
 from tracecanary.compile.document import validate_canary
-from tracecanary.compile.examples import decode_like_program, random_program, requests_program
+from tracecanary.synth.examples import decode_like_program, random_program, requests_program
 from tracecanary.compile.execution import check_execution, read_reductions, tail_occurrences
 from tracecanary.compile.structure import top_level_spans
 from tracecanary.errors import InputError

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from tracecanary.compile import compile_program, expand_canary, parse_budget
-from tracecanary.compile.examples import decode_like_program, random_program
+from tracecanary.synth.examples import decode_like_program, random_program
 from tracecanary.compile.expand import executed_program
 from tracecanary.program import OCCURRENCE_COLUMNS, make_program
 

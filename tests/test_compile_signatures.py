@@ -9,7 +9,7 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracecanary.compile.examples import decode_like_program, random_program
+from tracecanary.synth.examples import decode_like_program, random_program
 from tracecanary.program import SIGNATURE_COLUMNS, make_program
 
 

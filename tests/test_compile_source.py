@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracecanary.canonical import canonical_json_bytes, sha256_bytes
-from tracecanary.compile.examples import random_program
+from tracecanary.synth.examples import random_program
 from tracecanary.compile.source import (
     occurrence_record,
     segment_commitment,
@@ -97,7 +97,7 @@ def test_prefix_digest_equals_digest_of_the_prefix_program():
 def test_serialization_of_a_large_program_is_vectorized():
     import time
 
-    from tracecanary.compile.examples import decode_like_program
+    from tracecanary.synth.examples import decode_like_program
 
     program = decode_like_program(3_000)  # ~99k occurrences, 8 ranks
     t0 = time.perf_counter()

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import copy
 
-from tracecanary.compile import compile_program, parse_budget, verify_commitments
-from tracecanary.compile.examples import decode_like_program, random_program
+from tracecanary.compile import compile_program, parse_budget
+from tracecanary.verify.commitments import verify_commitments
+from tracecanary.synth.examples import decode_like_program, random_program
 from tracecanary.program import Program
 
 BUDGET = parse_budget("skew=2us,overlap=5us,gap=5us,latency=5us")

@@ -46,7 +46,7 @@ from tracecanary.canonical import sha256_file, write_json
 from tracecanary.cli import main
 from tracecanary.limits import Limits
 from tracecanary.physical.samples import sample_program, write_program
-from tracecanary.schemas import validate
+from tracecanary.formats.schemas import validate
 
 REPO = Path(__file__).resolve().parents[1]
 BACKENDS = REPO / "config" / "backends.yaml"
@@ -255,7 +255,7 @@ def tuning_log() -> str:
 
 def param_rows(program: Path, rank: int, passes: int = 2) -> list[dict]:
     """What PARAM's commsTraceReplay writes for ``rank`` after replaying ``program``."""
-    from tracecanary.physical.param_trace import load_program_dir
+    from tracecanary.param.program import load_program_dir
 
     entries = json.loads((program / f"{rank}.json").read_text())
     executed = load_program_dir(program)[rank].executed()
@@ -289,7 +289,7 @@ def run_quiet(argv: list[str]) -> tuple[int, str, str]:
 def build_manifest_campaign(root: Path) -> Path:
     """A tiny campaign directory: config, one evidence input, one derived artifact with
     its in-toto provenance record and store copy, bound by results/fz/manifest.json."""
-    from tracecanary.manifest import build_manifest
+    from tracecanary.campaign.manifest import build_manifest
 
     (root / "config").mkdir(parents=True)
     (root / "config" / "fz.yaml").write_text("campaign: fz\n")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tracecanary.kineto import import_kineto_file
-from tracecanary.schemas import validate
+from tracecanary.formats.schemas import validate
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "kineto_samples" / "external"
 NCCL_DATA = EXTERNAL / "hta__nccl_parser_config__nccl_data.json.gz"

@@ -13,7 +13,7 @@ import pytest
 
 from tracecanary.cli import main
 from tracecanary.kineto import import_kineto_file
-from tracecanary.schemas import validate
+from tracecanary.formats.schemas import validate
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tracecanary.errors import ImportRefused
 from tracecanary.kineto import convert, import_kineto_file
-from tracecanary.schemas import validate
+from tracecanary.formats.schemas import validate
 
 BASE_NS = 1_790_857_026_000_000_000
 

@@ -10,7 +10,7 @@ import yaml
 
 from tracecanary.errors import InputError
 from tracecanary.physical.config import load_configs, resolve_config
-from tracecanary.schemas import load_schema
+from tracecanary.formats.schemas import load_schema
 
 SHIPPED = Path(__file__).resolve().parents[1] / "config" / "physical.yaml"
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracecanary.physical import correctness
-from tracecanary.physical.dtypes import PARAM_DTYPES
+from tracecanary.param.dtypes import PARAM_DTYPES
 from tracecanary.physical.strategies import OpSpec, plan_buckets
 
 CPU = torch.device("cpu")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tracecanary.cli import main
-from tracecanary.physical.param_trace import load_program_dir
+from tracecanary.param.program import load_program_dir
 from tracecanary.physical.samples import sample_program, write_program
 
 

@@ -21,11 +21,11 @@ import pytest
 
 from tracecanary.cli import main
 from tracecanary.physical.launch import Topology
-from tracecanary.physical.param_trace import load_program_dir
+from tracecanary.param.program import load_program_dir
 from tracecanary.physical.replay import replay_physical
 from tracecanary.physical.samples import sample_program, write_program
 from tracecanary.physical.worker import KILL_EXIT_CODE, REPLAY_ROW_SCHEMA
-from tracecanary.schemas import load_schema
+from tracecanary.formats.schemas import load_schema
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from tracecanary.parquet_io import write_parquet
-from tracecanary.physical_report import build_physical_report
+from tracecanary.physical.report import build_physical_report
 
 
 def _archive(

@@ -19,7 +19,7 @@ from tracecanary.physical.sweep import (
     parse_size,
     table_from_rows,
 )
-from tracecanary.schemas import load_schema
+from tracecanary.formats.schemas import load_schema
 
 SWEEP_COLUMNS = [
     ("collective", pa.string()),

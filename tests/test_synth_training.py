@@ -13,7 +13,7 @@ from tracecanary.canonical import canonical_json_bytes, sha256_file
 from tracecanary.cli import main
 from tracecanary.ingest import ingest_files
 from tracecanary.load import load_program
-from tracecanary.schemas import validate
+from tracecanary.formats.schemas import validate
 from tracecanary.synth.training import write_training
 
 

@@ -68,7 +68,7 @@ _PRELOAD = [
 # Schema of capture.json (draft 2020-12). Kept here until it moves to schemas/.
 def capture_schema() -> dict:
     """The schema of capture.json (schemas/capture.schema.json)."""
-    from tracecanary.schemas import load_schema
+    from tracecanary.formats.schemas import load_schema
 
     return load_schema("capture")
 

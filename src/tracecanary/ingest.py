@@ -46,7 +46,7 @@ from tracecanary.canonical import atomic_output, sha256_file, write_json
 from tracecanary.errors import InputError, ResourceLimitExceeded, SchemaError, TimingError
 from tracecanary.limits import Limits, current_limits, load_json, open_input, parse_json_bytes
 from tracecanary.parquet_io import ROW_GROUP_SIZE, WRITER_OPTIONS
-from tracecanary.trace_format import (
+from tracecanary.formats.trace import (
     EVENT_FIELDS,
     EVENT_SCHEMA,
     INT_FIELDS,

@@ -27,7 +27,7 @@ from tracecanary.errors import InputError, MergeError
 from tracecanary.ingest import _header_and_batches, ingest_files
 from tracecanary.limits import current_limits, load_json
 from tracecanary.matching import ClockMap, assign_instances, build_program
-from tracecanary.schemas import validate
+from tracecanary.formats.schemas import validate
 from tracecanary.trace_io import write_trace
 
 OPTIONAL_INT = ("root", "peer", "latency_ns", "overlap_ns", "instance")

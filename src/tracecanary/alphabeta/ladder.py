@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracecanary.collectives import LADDER_COLLECTIVES
+from tracecanary.formats.vocab import LADDER_COLLECTIVES
 
 COLLECTIVES = LADDER_COLLECTIVES
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from tracecanary.collectives import LADDER_COLLECTIVES as COLLECTIVES
+from tracecanary.formats.vocab import LADDER_COLLECTIVES as COLLECTIVES
 from tracecanary.errors import InputError
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 def register(sub) -> None:
-    from tracecanary.compare import DEFAULT_THRESHOLDS, DEFAULT_WARN_FRACTION
+    from tracecanary.gate.compare import DEFAULT_THRESHOLDS, DEFAULT_WARN_FRACTION
 
     p = sub.add_parser(
         "compare", help="rollout gate: compare a baseline and a candidate replay report"
@@ -45,11 +45,11 @@ def register(sub) -> None:
 def load_report(path: str) -> dict:
     """A replay report parsed under the resource policy and validated against
     schemas/report.schema.json (long sample lists by representatives, as canaries)."""
-    from tracecanary.compare import REPORT_FORMAT
+    from tracecanary.gate.compare import REPORT_FORMAT
     from tracecanary.compile.document import skeleton
     from tracecanary.errors import InputError
     from tracecanary.limits import load_json
-    from tracecanary.schemas import validate
+    from tracecanary.formats.schemas import validate
 
     doc = load_json(path)
     if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
@@ -62,7 +62,7 @@ def run(args) -> int:
     import contextlib
 
     from tracecanary.canonical import atomic_output, canonical_json_bytes, sha256_bytes, sha256_file
-    from tracecanary.compare import compare_reports, parse_thresholds, verdict_markdown
+    from tracecanary.gate.compare import compare_reports, parse_thresholds, verdict_markdown
 
     thresholds = parse_thresholds(args.threshold)
     baseline = load_report(args.baseline)

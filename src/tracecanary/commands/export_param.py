@@ -28,7 +28,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from tracecanary.canonical import sha256_file
     from tracecanary.errors import located
-    from tracecanary.export_param import export_param
+    from tracecanary.param.export import export_param
     from tracecanary.load import load_program
 
     with located(args.input):

@@ -37,7 +37,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tracecanary.physical.param_results import import_param_results
+    from tracecanary.param.results import import_param_results
 
     doc = import_param_results(
         args.results, args.output, program_dir=args.program, backend=args.backend

@@ -40,7 +40,7 @@ def register(sub) -> None:
 
 
 def run_verify(args) -> int:
-    from tracecanary.manifest_ops import verify_manifest
+    from tracecanary.campaign.operations import verify_manifest
 
     problems = verify_manifest(args.manifest, args.workdir)
     if problems:
@@ -53,7 +53,7 @@ def run_verify(args) -> int:
 
 
 def run_regenerate(args) -> int:
-    from tracecanary.manifest_ops import regenerate
+    from tracecanary.campaign.operations import regenerate
 
     rows = regenerate(args.manifest, args.workdir, args.source_root, args.cores)
     width = max((len(r.path) for r in rows), default=10)
@@ -72,7 +72,7 @@ def run_regenerate(args) -> int:
 
 
 def run_pack(args) -> int:
-    from tracecanary.manifest_ops import pack
+    from tracecanary.campaign.operations import pack
 
     n = pack(args.manifest, args.output)
     print(f"packed {n} files -> {args.output}", file=sys.stderr)
@@ -80,7 +80,7 @@ def run_pack(args) -> int:
 
 
 def run_unpack(args) -> int:
-    from tracecanary.manifest_ops import unpack
+    from tracecanary.campaign.operations import unpack
 
     n = unpack(args.archive, args.output)
     print(f"unpacked {n} members -> {args.output}", file=sys.stderr)

@@ -9,7 +9,12 @@ def register(sub) -> None:
         help="ddmin with a ranking-only oracle: the baseline verify-behavior refuses",
     )
     p.add_argument("trace", metavar="TRACE")
-    p.add_argument("--backends", default="config/backends.yaml", metavar="B")
+    p.add_argument(
+        "--backends",
+        default=None,
+        metavar="B",
+        help="simulator configurations YAML (default: the shipped example, tracecanary/defaults/backends.yaml)",
+    )
     p.add_argument(
         "--config", action="append", metavar="NAME", help="configurations to rank (default: all)"
     )

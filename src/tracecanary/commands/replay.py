@@ -6,8 +6,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-DEFAULT_BACKENDS = "config/backends.yaml"
-
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -17,9 +15,9 @@ def register(sub) -> None:
     p.add_argument("input", metavar="INPUT", help="native trace, normalized Parquet or canary")
     p.add_argument(
         "--backends",
-        default=DEFAULT_BACKENDS,
+        default=None,
         metavar="B",
-        help=f"backend configurations (default {DEFAULT_BACKENDS})",
+        help="simulator configurations YAML (default: the shipped example, tracecanary/defaults/backends.yaml)",
     )
     p.add_argument(
         "--config",
@@ -96,7 +94,7 @@ def run(args) -> int:
         raise InputError("no such file", file=args.input)
     ablations = normalize_ablations(args.ablate)
     backends = load_backends(args.backends)
-    backends.select(args.config, file=args.backends)
+    backends.select(args.config, file=args.backends or "backends.yaml (shipped default)")
     tie = DEFAULT_TIE_TOLERANCE if args.tie_tolerance is None else args.tie_tolerance
     program = load_program(args.input)
     report = build_report(

@@ -15,7 +15,12 @@ def register(sub) -> None:
         default="0,1,2,4,8,16,32,64",
         help="timing budgets (bare numbers are microseconds; 0 = lossless)",
     )
-    p.add_argument("--backends", default="config/backends.yaml", metavar="B")
+    p.add_argument(
+        "--backends",
+        default=None,
+        metavar="B",
+        help="simulator configurations YAML (default: the shipped example, tracecanary/defaults/backends.yaml)",
+    )
     p.add_argument("--tolerances", metavar="T")
     p.add_argument("--config", action="append", metavar="NAME")
     p.add_argument("-o", "--output", required=True, metavar="CANARY.json")

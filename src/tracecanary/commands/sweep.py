@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tracecanary.collectives import LADDER_COLLECTIVES as COLLECTIVES
+from tracecanary.formats.vocab import LADDER_COLLECTIVES as COLLECTIVES
 from tracecanary.errors import RunFailed
 
 

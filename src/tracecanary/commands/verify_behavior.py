@@ -12,7 +12,12 @@ def register(sub) -> None:
     )
     p.add_argument("source", metavar="SOURCE")
     p.add_argument("canary", metavar="CANARY")
-    p.add_argument("--backends", default="config/backends.yaml", metavar="B")
+    p.add_argument(
+        "--backends",
+        default=None,
+        metavar="B",
+        help="simulator configurations YAML (default: the shipped example, tracecanary/defaults/backends.yaml)",
+    )
     p.add_argument(
         "--tolerances", metavar="T", help="tolerances YAML (default config/tolerances.yaml)"
     )

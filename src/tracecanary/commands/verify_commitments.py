@@ -21,7 +21,7 @@ def run(args) -> int:
     import json
 
     from tracecanary.compile.document import load_canary
-    from tracecanary.compile.verify import verify_commitments
+    from tracecanary.verify.commitments import verify_commitments
     from tracecanary.errors import ClaimFailed
     from tracecanary.load import load_program
 

@@ -29,8 +29,8 @@ from typing import Any
 
 from tracecanary.errors import InputError
 from tracecanary.limits import Limits, check_number_range, current_limits, load_json
-from tracecanary.schemas import validate
-from tracecanary.trace_format import OP_RE
+from tracecanary.formats.schemas import validate
+from tracecanary.formats.trace import OP_RE
 
 SKELETON_MIN = 64
 _SCALARS = (int, float, str, bool, type(None))

@@ -1,8 +1,7 @@
-"""Physical replay: PARAM "basic" programs run through real collectives.
+"""Physical replay: PARAM "basic" programs (read by ``tracecanary.param.program``) run
+through real collectives.
 
 Modules, one job each:
-    dtypes         PARAM dtype names -> torch dtypes, element sizes, exact-integer ranges
-    param_trace    read and validate an export directory (``DIR/<rank>.json``) for replay
     correctness    deterministic rank-dependent fills and the expected result of every op
     strategies     how one op (or a fused bucket) is carried out: native, decomposed,
                    chunked, fused
@@ -13,7 +12,7 @@ Modules, one job each:
     environment    versions, hosts, devices and the NCCL_*/GLOO_*/OMP_*/SLURM_* environment
     archive        the attempt archive (evidence): attempt.json, environment.json, rows
     sweep          nccl-tests-style ladders and their table
-    param_results  PARAM ``replayedCommsPerf.rank<r>.json`` files -> attempt archive
+    report         canary-vs-full physical report over attempt archives
     samples        small PARAM programs for tests and measurements
     slurm_launch   (issue 9) one launcher per node of a SLURM job step
 See docs/physical.md.

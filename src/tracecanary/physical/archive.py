@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from tracecanary.canonical import atomic_output, write_json, write_text
 from tracecanary.parquet_io import write_parquet
-from tracecanary.schemas import validate
+from tracecanary.formats.schemas import validate
 
 ATTEMPT_FORMAT = "tracecanary.attempt/v1"
 ENVIRONMENT_FORMAT = "tracecanary.environment/v1"

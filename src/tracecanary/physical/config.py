@@ -12,15 +12,13 @@ from pathlib import Path
 import yaml
 
 from tracecanary.errors import InputError
-from tracecanary.schemas import validate
-
-REPO_CONFIG = Path(__file__).resolve().parents[3] / "config" / "physical.yaml"
-DEFAULT_CONFIG_PATH = Path("config") / "physical.yaml"
-
+from tracecanary.formats.schemas import validate
 
 def default_configs_path() -> Path:
-    """``config/physical.yaml`` in the working directory, else the repository's copy."""
-    return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.is_file() else REPO_CONFIG
+    """The shipped ``physical.yaml`` (package data; ``config/physical.yaml`` is its copy)."""
+    from tracecanary.defaults import default_file
+
+    return Path(default_file("physical.yaml"))
 
 
 def load_configs(path: str | Path) -> dict:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from tracecanary.physical.dtypes import DtypeInfo
+from tracecanary.param.dtypes import DtypeInfo
 
 OWNER_STRIDE = 7
 DEST_STRIDE = 3

@@ -20,7 +20,7 @@ from tracecanary.errors import InputError, RunFailed
 from tracecanary.physical import archive
 from tracecanary.physical.config import resolve_config
 from tracecanary.physical.launch import Topology
-from tracecanary.physical.param_trace import load_program_dir
+from tracecanary.param.program import load_program_dir
 from tracecanary.physical.run import launch_and_archive
 from tracecanary.physical.worker import REPLAY_ROW_SCHEMA, parse_fault
 

@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 
 from tracecanary.physical.correctness import OpBuffers
-from tracecanary.physical.dtypes import DtypeInfo
+from tracecanary.param.dtypes import DtypeInfo
 
 FUSABLE_KINDS = frozenset({"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter"})
 

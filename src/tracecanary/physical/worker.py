@@ -48,9 +48,9 @@ import torch
 import torch.distributed as dist
 
 from tracecanary.physical import correctness, strategies
-from tracecanary.physical.dtypes import PARAM_DTYPES, canonical_dtype
+from tracecanary.param.dtypes import PARAM_DTYPES, canonical_dtype
 from tracecanary.physical.environment import rank_record
-from tracecanary.physical.param_trace import parse_rank_file
+from tracecanary.param.program import parse_rank_file
 
 KILL_EXIT_CODE = 86
 PROGRESS_PREFIX = "[tracecanary] "

@@ -28,7 +28,7 @@ import yaml
 
 from tracecanary.canonical import canonical_json_bytes, sha256_bytes
 from tracecanary.errors import InputError, SchemaError
-from tracecanary.schemas import validate
+from tracecanary.formats.schemas import validate
 
 BACKENDS_FORMAT = "tracecanary.backends/v1"
 
@@ -186,8 +186,13 @@ def backends_from_content(content: Mapping[str, Any], *, file: str = "<backends>
     return Backends(content=doc, sha256=sha256_bytes(canonical_json_bytes(doc)), configs=configs)
 
 
-def load_backends(path: str | Path) -> Backends:
-    """Read ``path`` (YAML or JSON), validate it against the schema, build the tables."""
+def load_backends(path: str | Path | None) -> Backends:
+    """Read ``path`` (YAML or JSON; None: the shipped example configurations), validate it
+    against the schema, build the tables."""
+    if path is None:
+        from tracecanary.defaults import default_file
+
+        path = default_file("backends.yaml")
     p = Path(path)
     if not p.is_file():
         raise InputError("no such file", file=str(path))

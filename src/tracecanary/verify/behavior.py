@@ -30,7 +30,7 @@ import yaml
 
 from tracecanary.errors import InputError
 from tracecanary.program import Program
-from tracecanary.schemas import validate
+from tracecanary.formats.schemas import validate
 
 if TYPE_CHECKING:
     from tracecanary.compile.source import SourceSerialization
@@ -51,9 +51,9 @@ class Tolerances:
 
 def load_tolerances(path: str | None) -> Tolerances:
     """Tolerances from a YAML file (validated), or the shipped defaults."""
-    from tracecanary.schemas import SCHEMA_DIR
+    from tracecanary.defaults import default_file
 
-    source = path or str(SCHEMA_DIR.parent / "config" / "tolerances.yaml")
+    source = path or default_file("tolerances.yaml")
     try:
         with open(source, encoding="utf-8") as f:
             content = yaml.safe_load(f)
@@ -197,7 +197,7 @@ def verify_behavior(
     ``serialization``: ``serialize_source(source)`` when the caller already has it
     (passed to ``verify_commitments``, which uses it only if made from this ``source``)."""
     from tracecanary.compile.expand import executed_program, expand_canary
-    from tracecanary.compile.verify import verify_commitments
+    from tracecanary.verify.commitments import verify_commitments
     from tracecanary.sim.ranking import decision_mismatches, decisions
 
     names = config_names or None

@@ -34,8 +34,8 @@ from tracecanary.canonical import sha256_file
 from tracecanary.errors import ImportRefused, InputError
 from tracecanary.limits import current_limits
 from tracecanary.physical import archive
-from tracecanary.physical.dtypes import PARAM_DTYPES
-from tracecanary.physical.param_trace import (
+from tracecanary.param.dtypes import PARAM_DTYPES
+from tracecanary.param.program import (
     _CANARY_MARKER,
     _nccl_tests_bytes,
     load_program_dir,

@@ -23,7 +23,7 @@ from tracecanary.canonical import (
     write_json,
 )
 
-FORMAT = "tracecanary.manifest/v1"
+FORMAT = "tracecanary.campaign.manifest/v1"
 
 
 def build_manifest(

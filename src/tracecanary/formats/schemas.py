@@ -1,25 +1,26 @@
-"""Access to the JSON Schemas in the repository's ``schemas/`` folder (the contract of
-every file format) and validation that reports one located error."""
+"""Access to the JSON Schemas shipped as package data in ``tracecanary/formats/schemas/``
+(the contract of every file format; the repository's top-level ``schemas/`` is a link to
+that folder) and validation that reports one located error."""
 
 from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
+from importlib import resources
 from typing import Any
 
 import jsonschema
 
 from tracecanary.errors import SchemaError
 
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
+SCHEMA_PACKAGE = "tracecanary.formats"
 
 
 @functools.cache
 def load_schema(name: str) -> dict:
     """The schema ``schemas/<name>.schema.json`` as a dict."""
-    path = SCHEMA_DIR / f"{name}.schema.json"
-    return json.loads(path.read_text(encoding="utf-8"))
+    resource = resources.files(SCHEMA_PACKAGE) / "schemas" / f"{name}.schema.json"
+    return json.loads(resource.read_text(encoding="utf-8"))
 
 
 @functools.cache

@@ -32,7 +32,7 @@ LIBRARIES = ("numpy", "pandas", "pyarrow", "snakemake", "torch", "matplotlib", "
 @functools.cache
 def git_commit() -> str | None:
     """The checkout's commit when the package runs from a git work tree, else None."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     if not (root / ".git").exists():
         return None
     try:

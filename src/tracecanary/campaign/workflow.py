@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tracecanary.errors import TraceCanaryError
-from tracecanary.provenance import statement, write_statement
+from tracecanary.campaign.provenance import statement, write_statement
 
 PROVENANCE_OUTPUT = "prov"
 

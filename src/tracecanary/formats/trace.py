@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from tracecanary.errors import SchemaError
 from tracecanary.limits import Limits
-from tracecanary.schemas import validate
+from tracecanary.formats.schemas import validate
 
 FORMAT = "tracecanary.trace/v1"
 NORMALIZED_FORMAT = "tracecanary.normalized/v1"

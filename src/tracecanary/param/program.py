@@ -33,7 +33,7 @@ import pandas as pd
 
 from tracecanary.errors import InputError, ResourceLimitExceeded
 from tracecanary.limits import current_limits, load_json
-from tracecanary.physical.dtypes import GLOO_UNSUPPORTED, PARAM_DTYPES
+from tracecanary.param.dtypes import GLOO_UNSUPPORTED, PARAM_DTYPES
 
 OP_KINDS = (
     "all_reduce",

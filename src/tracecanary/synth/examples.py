@@ -95,7 +95,7 @@ def decode_like_program(
         world_size=world_size,
         skew_known=skew_known,
         skew_reason=None if skew_known else "no clock calibration",
-        notes=("synthetic decode-like program (tracecanary.compile.examples)",),
+        notes=("synthetic decode-like program (tracecanary.synth.examples)",),
     )
 
 
@@ -166,7 +166,7 @@ def requests_program(
         world_size=world_size,
         skew_known=skew_known,
         skew_reason=None if skew_known else "no clock calibration",
-        notes=("synthetic nested request/decode program (tracecanary.compile.examples)",),
+        notes=("synthetic nested request/decode program (tracecanary.synth.examples)",),
     )
 
 

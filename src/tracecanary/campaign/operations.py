@@ -27,7 +27,7 @@ from tracecanary.canonical import canonical_json_bytes, digest_path, sha256_byte
 from tracecanary.errors import InputError
 from tracecanary.limits import load_json
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,9 @@ class Mismatch:
 
 def load_manifest(path: str | os.PathLike) -> dict:
     doc = load_json(path)
-    if not isinstance(doc, dict) or doc.get("format") != "tracecanary.manifest/v1":
-        raise InputError("not a tracecanary.manifest/v1 document", file=str(path), field="format")
-    from tracecanary.schemas import validate
+    if not isinstance(doc, dict) or doc.get("format") != "tracecanary.campaign.manifest/v1":
+        raise InputError("not a tracecanary.campaign.manifest/v1 document", file=str(path), field="format")
+    from tracecanary.formats.schemas import validate
 
     validate(doc, "manifest", file=str(path))
     _check_paths(doc, str(path))
