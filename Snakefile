@@ -3,11 +3,23 @@ from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
+from tracecanary.campaign.config_check import (
+    check_rule_outputs,
+    check_store_inside,
+    refuse_evaluating_configs,
+)
+
+# configs are data: refuse yte evaluation (__use_yte__) on the raw YAML before Snakemake
+# reads it (a --configfile is read before this line runs: `tracecanary manifest regenerate`
+# checks it first; docs/integrity.md)
+refuse_evaluating_configs(["config/config.yaml", *workflow.overwrite_configfiles])
+
 
 configfile: "config/config.yaml"
 
 
 validate(config, "schemas/config.schema.json")
+check_store_inside(config, file="config")
 
 
 report: "workflow/report/workflow.rst"
@@ -15,15 +27,22 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/capture.smk"
+include: "workflow/rules/kineto.smk"
 include: "workflow/rules/ingest.smk"
 include: "workflow/rules/merge.smk"
 include: "workflow/rules/compile.smk"
 include: "workflow/rules/verify.smk"
+include: "workflow/rules/baselines.smk"
 include: "workflow/rules/replay.smk"
+include: "workflow/rules/param_upstream.smk"
 include: "workflow/rules/physical.smk"
 include: "workflow/rules/alphabeta.smk"
 include: "workflow/rules/manifest.smk"
+include: "workflow/rules/timeline.smk"
 include: "workflow/rules/summary.smk"
+
+
+check_rule_outputs(workflow.rules, CAMPAIGN, file="Snakefile")
 
 
 rule all:
@@ -31,3 +50,5 @@ rule all:
     input:
         manifest=f"results/{CAMPAIGN}/manifest.json",
         summary=f"results/{CAMPAIGN}/summary.md",
+        # the physical gate runs after the summary (which shows its verdict) and fails the run
+        physical_gate=[f"results/{CAMPAIGN}/physical_gate.txt"] if PHYSICAL_SOURCE else [],

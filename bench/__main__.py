@@ -27,6 +27,7 @@ MODULES = [
     "bench_campaign",
     "bench_physical",
     "bench_scale",
+    "bench_clocks",
 ]
 
 

@@ -1,16 +1,4 @@
-from tracecanary.campaign.workflow import cli, run_rule
+# rule export_param: runs tracecanary.campaign.stages.export_param and records its provenance
+from tracecanary.campaign.workflow import run_rule
 
-sm = snakemake  # noqa: F821
-run_rule(
-    sm,
-    lambda: cli(
-        [
-            "export-param",
-            sm.input.program,
-            "--execution",
-            sm.params.execution,
-            "-o",
-            sm.output.param,
-        ]
-    ),
-)
+run_rule(snakemake)  # noqa: F821

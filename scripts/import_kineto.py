@@ -1,10 +1,4 @@
-from pathlib import Path
+# rule import_kineto: runs tracecanary.campaign.stages.import_kineto and records its provenance
+from tracecanary.campaign.workflow import run_rule
 
-from tracecanary.campaign.workflow import cli, run_rule
-
-sm = snakemake  # noqa: F821
-traces = sorted(str(p) for p in Path(sm.input.capture).glob("rank*.json.gz"))
-run_rule(
-    sm,
-    lambda: cli(["import-kineto", *traces, "--jobs", str(sm.threads), "-o", sm.output.imported]),
-)
+run_rule(snakemake)  # noqa: F821

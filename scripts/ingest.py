@@ -1,4 +1,4 @@
-from tracecanary.ingest import ingest_files
+# rule ingest: runs tracecanary.campaign.stages.ingest and records its provenance
 from tracecanary.campaign.workflow import run_rule
 
-run_rule(snakemake, lambda: ingest_files([snakemake.input.trace], snakemake.output.table))  # noqa: F821
+run_rule(snakemake)  # noqa: F821

@@ -1,10 +1,4 @@
-from tracecanary.physical.report import write_physical
+# rule physical_report: runs tracecanary.campaign.stages.physical_report and records its provenance
 from tracecanary.campaign.workflow import run_rule
 
-sm = snakemake  # noqa: F821
-run_rule(
-    sm,
-    lambda: write_physical(
-        sm.output.report, sm.output.markdown, list(sm.input.attempts), sm.params.source
-    ),
-)
+run_rule(snakemake)  # noqa: F821

@@ -1,7 +1,4 @@
-from tracecanary.campaign.workflow import cli, run_rule
+# rule replay: runs tracecanary.campaign.stages.replay and records its provenance
+from tracecanary.campaign.workflow import run_rule
 
-sm = snakemake  # noqa: F821
-argv = ["replay", sm.input.program, "--backends", sm.input.backends, "-o", sm.output.report]
-if sm.params.isolated:
-    argv.append("--isolated")
-run_rule(sm, lambda: cli(argv))
+run_rule(snakemake)  # noqa: F821

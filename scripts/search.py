@@ -1,20 +1,4 @@
-from tracecanary.campaign.workflow import cli, run_rule
+# rule search: runs tracecanary.campaign.stages.search and records its provenance
+from tracecanary.campaign.workflow import run_rule
 
-sm = snakemake  # noqa: F821
-argv = [
-    "search",
-    sm.input.table,
-    "--budgets",
-    sm.params.budgets,
-    "--backends",
-    sm.input.backends,
-    "--tolerances",
-    sm.input.tolerances,
-    "-o",
-    sm.output.canary,
-    "--log",
-    sm.output.log,
-    "--verification",
-    sm.output.verification,
-]
-run_rule(sm, lambda: cli(argv))
+run_rule(snakemake)  # noqa: F821

@@ -1,14 +1,4 @@
-from tracecanary.campaign.summary import write_search_summary
+# rule search_summary: runs tracecanary.campaign.stages.search_summary and records its provenance
 from tracecanary.campaign.workflow import run_rule
 
-sm = snakemake  # noqa: F821
-run_rule(
-    sm,
-    lambda: write_search_summary(
-        sm.output.markdown,
-        sm.input.logs,
-        sm.input.verifications,
-        sm.input.baselines,
-        sm.input.sidecars,
-    ),
-)
+run_rule(snakemake)  # noqa: F821

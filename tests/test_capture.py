@@ -13,11 +13,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from tracecanary.capture import capture_schema, layout_for
+from tracecanary.capture import layout_for
 from tracecanary.cli import main
+from tracecanary.formats.schemas import load_schema, validate
 from tracecanary.kineto import convert, import_kineto_file
 from tracecanary.kineto.load import load_kineto
-from tracecanary.formats.schemas import validate
 
 NPROC, STEPS = 4, 3
 
@@ -40,7 +40,7 @@ def test_capture_writes_one_trace_per_rank_and_a_valid_capture_record(capture_di
     names = sorted(p.name for p in capture_dir.iterdir())
     assert names == ["capture.json"] + [f"rank{r}.json.gz" for r in range(NPROC)]
     doc = json.loads((capture_dir / "capture.json").read_text())
-    jsonschema.validate(doc, capture_schema())
+    jsonschema.validate(doc, load_schema("capture"))
     assert doc["settings"]["nproc"] == NPROC and doc["settings"]["steps"] == STEPS
     assert doc["layout"]["groups"] == [
         {"desc": "default_pg", "ranks": [0, 1, 2, 3]},

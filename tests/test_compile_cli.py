@@ -12,9 +12,9 @@ from tracecanary.canonical import canonical_json_bytes, sha256_file
 from tracecanary.cli import main
 from tracecanary.compile import source_digest
 from tracecanary.compile.document import validate_canary
-from tracecanary.synth.examples import decode_like_program, random_program
-from tracecanary.compile.tracefile import trace_meta, write_trace
+from tracecanary.compile.tracefile import trace_meta, write_program_trace
 from tracecanary.load import load_program
+from tracecanary.synth.examples import decode_like_program, random_program
 
 REPO = Path(__file__).resolve().parents[1]
 DECODE = REPO / "resources" / "decode"
@@ -22,7 +22,8 @@ DECODE = REPO / "resources" / "decode"
 
 def _trace(tmp_path: Path, program, name="source.jsonl") -> Path:
     path = tmp_path / name
-    write_trace(path, program, trace_meta(program, source="tests/test_compile_cli.py", notes=[]))
+    meta = trace_meta(program, source="tests/test_compile_cli.py", notes=[])
+    write_program_trace(program, meta, path)
     return path
 
 

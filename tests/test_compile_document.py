@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from tracecanary.compile import compile_program, parse_budget, reduce_execution
-from tracecanary.compile.document import SKELETON_MIN, skeleton, validate_canary
-from tracecanary.synth.examples import decode_like_program, random_program
+from tracecanary.compile.document import validate_canary
 from tracecanary.compile.expand import expand_canary
 from tracecanary.errors import InputError, SchemaError
 from tracecanary.formats.schemas import validate
+from tracecanary.formats.skeleton import SKELETON_MIN, skeleton
+from tracecanary.synth.examples import decode_like_program, random_program
 
 
 @pytest.mark.parametrize("budget", [None, "skew=2us,overlap=5us,gap=5us,latency=5us", "gap=3us"])

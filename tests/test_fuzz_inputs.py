@@ -39,17 +39,19 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tracecanary.canonical import sha256_file, write_json
 from tracecanary.cli import main
+from tracecanary.formats.schemas import validate
 from tracecanary.limits import Limits
 from tracecanary.physical.samples import sample_program, write_program
-from tracecanary.formats.schemas import validate
 
 REPO = Path(__file__).resolve().parents[1]
 BACKENDS = REPO / "config" / "backends.yaml"
+YAML_SEEDS = ("backends.yaml", "tolerances.yaml", "physical.yaml", "config.yaml")
 DEEP = os.environ.get("TRACECANARY_FUZZ") == "deep"
 SCALE = 10 if DEEP else 1
 EXAMPLE_SECONDS = 20  # one CLI run on a seed-sized input; far more means a hang
@@ -286,13 +288,19 @@ def run_quiet(argv: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+FZ_CONFIG = {
+    "campaign": "fz",
+    "sources": [{"id": "fz", "kind": "trace", "path": "resources/input.txt"}],
+}
+
+
 def build_manifest_campaign(root: Path) -> Path:
     """A tiny campaign directory: config, one evidence input, one derived artifact with
     its in-toto provenance record and store copy, bound by results/fz/manifest.json."""
     from tracecanary.campaign.manifest import build_manifest
 
     (root / "config").mkdir(parents=True)
-    (root / "config" / "fz.yaml").write_text("campaign: fz\n")
+    (root / "config" / "fz.yaml").write_text(yaml.safe_dump(FZ_CONFIG))
     (root / "resources").mkdir()
     (root / "resources" / "input.txt").write_text("evidence\n")
     derived = root / "results" / "fz" / "derived.json"
@@ -321,7 +329,7 @@ def build_manifest_campaign(root: Path) -> Path:
     with contextlib.chdir(root):
         manifest = build_manifest(
             campaign="fz",
-            config={"campaign": "fz"},
+            config=FZ_CONFIG,
             config_files=["config/fz.yaml"],
             provenance_paths=["results/fz/provenance/derived.json"],
         )
@@ -369,6 +377,8 @@ def seeds(tmp_path_factory) -> Seeds:
     for rank in (0, 1):
         rows = param_rows(program, rank)
         (root / "param-results" / f"replayedCommsPerf.rank{rank}.json").write_text(json.dumps(rows))
+    for name in YAML_SEEDS:
+        shutil.copyfile(REPO / "config" / name, root / name)
     manifest = build_manifest_campaign(root / "campaign")
     code, _, err = run_quiet(["manifest", "pack", manifest, "-o", root / "campaign.tar.gz"])
     assert code == 0, err
@@ -941,6 +951,145 @@ def test_fuzz_manifest_verify_and_pack(seeds, data):
                     f.read_bytes()
                     == (seeds / "campaign" / "results" / "fz" / "derived.json").read_bytes()
                 )
+    finally:
+        shutil.rmtree(work)
+
+
+# YAML-specific hostile constructs spliced in place of one line of a YAML seed
+YAML_SPLICES = [
+    "x: &a [1, 2, 3]\ny: [*a, *a, *a, *a, *a, *a, *a, *a]",
+    "\n".join(
+        ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+        + [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 8) + "]" for i in range(1, 9)]
+    ),  # billion laughs
+    "r: &r [*r]",
+    "d: " + "[" * 200 + "]" * 200,
+    "k: 1\nk: 2",
+    "t: !!python/object/apply:os.system [echo pwned]",
+    "__use_yte__: true\n_x: ?__import__('os').getcwd()",
+    "m: {<<: [*nope]}",
+    "s: !!binary AAAA",
+    "v: " + "9" * 5000,
+    "\t- bad indentation",
+]
+
+
+def mutate_yaml(data, text: str) -> bytes:
+    """A text-level mutation of a YAML seed, or a hostile YAML construct spliced in."""
+    if data.draw(st.booleans(), label="splice"):
+        lines = text.split("\n")
+        i = data.draw(st.integers(0, len(lines)), label="line")
+        lines.insert(i, data.draw(st.sampled_from(YAML_SPLICES), label="construct"))
+        return "\n".join(lines).encode()
+    return mutate_text(data, text)
+
+
+@fuzz_settings(FUZZ_EXAMPLES)
+@given(data=st.data())
+def test_fuzz_yaml_inputs_backends_tolerances_physical_and_campaign_config(seeds, data):
+    work = fresh_dir()
+    try:
+        name = data.draw(st.sampled_from(YAML_SEEDS), label="yaml")
+        src = work / name
+        src.write_bytes(mutate_yaml(data, (seeds / name).read_text()))
+        if name == "backends.yaml":
+            out = work / "report.json"
+            argv = ["replay", seeds / "trace.json", "--backends", src, "-o", out]
+            run_case(argv, {out: check_schema("report")}, work)
+        elif name == "tolerances.yaml":
+            out = work / "verification.json"
+            argv = ["verify-behavior", seeds / "trace.json", seeds / "canary.json",
+                    "--tolerances", src, "--config", "baseline", "-o", out]  # fmt: skip
+            run_case(argv, {out: check_schema("verification")}, work)
+        elif name == "physical.yaml":
+            out = work / "attempt"
+            # --nproc 3 never matches the 2 rank files: the configs are read, nothing launches
+            argv = ["replay-physical", seeds / "program", "--nproc", "3",
+                    "--physical-configs", src, "-o", out]  # fmt: skip
+            assert run_case(argv, {out: lambda p: None}, work) == 2
+        else:
+            from tracecanary.campaign.config_check import refuse_evaluating_config
+            from tracecanary.errors import TraceCanaryError
+
+            with bounded():
+                try:
+                    refuse_evaluating_config(src)
+                except TraceCanaryError as err:
+                    assert err.exit_code == 2
+    finally:
+        shutil.rmtree(work)
+
+
+def _archive_members(path: Path) -> list[tuple[tarfile.TarInfo, bytes | None]]:
+    with tarfile.open(path, "r:gz") as tar:
+        return [(m, tar.extractfile(m).read() if m.isfile() else None) for m in tar]
+
+
+def mutate_archive(data, seed: Path) -> bytes:
+    """Member-level mutations of a campaign archive: a member twice, an extra member, a
+    link, a device, a FIFO, a path with '..' or absolute, a changed or yte config, a
+    mutated manifest, many empty members, or a byte-level mutation of the tar.gz."""
+    members = _archive_members(seed)
+    kind = data.draw(
+        st.sampled_from(
+            ["duplicate", "extra", "symlink", "hardlink", "device", "fifo", "dotdot",
+             "absolute", "config", "yte", "manifest", "many", "bytes"]
+        ),
+        label="archive_mutation",
+    )  # fmt: skip
+    if kind == "bytes":
+        return mutate_bytes(data, seed.read_bytes())
+    i = data.draw(st.integers(0, len(members) - 1), label="member")
+    info, blob = members[i]
+    if kind == "duplicate":
+        members.append((copy.copy(info), blob))
+    elif kind == "extra":
+        members.append((tarfile.TarInfo("resources/extra.txt"), b"extra\n"))
+    elif kind in ("symlink", "hardlink", "device", "fifo"):
+        link = tarfile.TarInfo(info.name)
+        link.type = {"symlink": tarfile.SYMTYPE, "hardlink": tarfile.LNKTYPE,
+                     "device": tarfile.CHRTYPE, "fifo": tarfile.FIFOTYPE}[kind]  # fmt: skip
+        link.linkname = "/dev/zero" if kind == "symlink" else members[0][0].name
+        members[i] = (link, None)
+    elif kind in ("dotdot", "absolute"):
+        renamed = copy.copy(info)
+        renamed.name = ("../" if kind == "dotdot" else "/tmp/") + info.name
+        members[i] = (renamed, blob)
+    elif kind in ("config", "yte", "manifest"):
+        j = next(k for k, (m, _) in enumerate(members) if m.name.endswith(
+            "manifest.json" if kind == "manifest" else "fz.yaml"))  # fmt: skip
+        old = members[j][1]
+        if kind == "manifest":
+            new = mutate_json_bytes(data, old)
+        elif kind == "yte":
+            new = old + b"__use_yte__: true\n_x: ?__import__('os').getcwd()\n"
+        else:
+            new = mutate_yaml(data, old.decode())
+        members[j] = (copy.copy(members[j][0]), new)
+    elif kind == "many":
+        members += [(tarfile.TarInfo(f"resources/e{k}"), b"") for k in range(300)]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for member, content in members:
+            if content is not None:
+                member.size = len(content)
+            tar.addfile(member, io.BytesIO(content) if content is not None else None)
+    return buffer.getvalue()
+
+
+@fuzz_settings(FUZZ_EXAMPLES)
+@given(data=st.data())
+def test_fuzz_campaign_archive_unpack(seeds, data):
+    work = fresh_dir()
+    try:
+        archive = work / "campaign.tar.gz"
+        archive.write_bytes(mutate_archive(data, seeds / "campaign.tar.gz"))
+        out = work / "unpacked"
+        code = run_case(["manifest", "unpack", archive, "-o", out], {out: lambda p: None}, work)
+        if code == 0:  # what unpacked is exactly what its manifest binds
+            manifest = next(out.glob("results/*/manifest.json"))
+            assert run_quiet(["manifest", "verify", manifest, "--workdir", out])[0] in (0, 1)
+            assert not (out / "resources" / "extra.txt").exists()
     finally:
         shutil.rmtree(work)
 

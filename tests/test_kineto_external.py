@@ -119,7 +119,7 @@ def test_import_kineto_cli_on_external_samples_is_deterministic(tmp_path, run_cl
     assert code == 0, err
     first = {p.name: p.read_bytes() for p in out.iterdir()}
     assert sorted(first) == ["rank0.json", "rank1.json"]
-    code, _, err = run_cli("import-kineto", SAMPLED_0, SAMPLED_1, "-o", out)
+    code, _, err = run_cli("import-kineto", SAMPLED_0, SAMPLED_1, "-o", out, "--force")
     assert code == 0, err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == first
     doc = json.loads(first["rank1.json"])

@@ -311,7 +311,7 @@ def test_several_inputs_give_one_file_per_rank(tmp_path, run_cli):
     assert code == 0, err
     assert sorted(p.name for p in out.iterdir()) == ["rank0.json", "rank1.json"]
     first = (out / "rank0.json").read_bytes()
-    code, _, _ = run_cli("import-kineto", a, b, "-o", out)
+    code, _, _ = run_cli("import-kineto", a, b, "-o", out, "--force")
     assert code == 0 and (out / "rank0.json").read_bytes() == first  # deterministic
 
 

@@ -167,3 +167,14 @@ def test_same_host_capture_declared_in_calibration_gives_known_skew(tmp_path, ru
     program = load_program(out)
     assert program.skew_known and program.n == 9
     assert set(program.occurrences["op"]) == {"all_reduce", "broadcast", "send"}
+
+
+def test_merge_refuses_a_capture_set_missing_a_rank_of_the_declared_world(tmp_path, run_cli):
+    """One of two per-rank captures given: merge names the missing rank, not a later
+    stage (exit 2, nothing written)."""
+    caps = _write_captures(tmp_path, _per_rank(small_trace()))
+    out = tmp_path / "m.json"
+    code, _, err = run_cli("merge", caps[0], "-o", out)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "rank 1: no capture" in err and "world_size 2" in err
+    assert not out.exists()

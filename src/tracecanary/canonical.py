@@ -9,10 +9,13 @@ the target either holds the complete new content or is untouched.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import json
 import os
 import shutil
+import socket
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,23 +60,202 @@ def sha256_tree(path: str | os.PathLike) -> str:
     return sha256_bytes(canonical_json_bytes(listing))
 
 
+_KINDS = (
+    (stat.S_ISLNK, "symlink"),
+    (stat.S_ISFIFO, "FIFO"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISSOCK, "socket"),
+)
+
+
+def file_kind(mode: int) -> str:
+    """'file', 'directory' or what else an ``lstat`` mode says the entry is."""
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    return next((name for test, name in _KINDS if test(mode)), "special file")
+
+
+class NotRegular(Exception):
+    """A path (or an entry of a tree) is not a regular file or directory."""
+
+    def __init__(self, where: str, kind: str) -> None:
+        super().__init__(f"{where} is a {kind}")
+        self.where, self.kind = where, kind
+
+
+def sha256_regular_file(path: str | os.PathLike) -> str:
+    """SHA-256 of a regular file, never opening anything else: the final component is
+    opened with O_NOFOLLOW | O_NONBLOCK (a symlink fails, a FIFO does not block) and
+    checked with fstat before a byte is read. Raises NotRegular otherwise."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        if Path(path).is_symlink():
+            raise NotRegular(str(path), "symlink") from None
+        raise err
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegular(str(path), file_kind(mode))
+        h = hashlib.sha256()
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def digest_regular_path(path: str | os.PathLike) -> str:
+    """``digest_path`` for untrusted trees: the same digest for a regular file or a
+    directory of regular files, but raises NotRegular (naming the entry) for a symlink,
+    FIFO, device or socket at the path or anywhere under it; nothing else is opened."""
+    root = Path(path)
+    kind = file_kind(root.lstat().st_mode)
+    if kind == "file":
+        return sha256_regular_file(root)
+    if kind != "directory":
+        raise NotRegular(str(root), kind)
+    listing = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in sorted(dirnames + filenames):
+            entry = Path(dirpath) / name
+            entry_kind = file_kind(entry.lstat().st_mode)
+            if entry_kind == "directory":
+                continue
+            if entry_kind != "file":
+                raise NotRegular(str(entry), entry_kind)
+            if name not in IGNORED_IN_TREES:
+                listing[entry.relative_to(root).as_posix()] = sha256_regular_file(entry)
+    return sha256_bytes(canonical_json_bytes(dict(sorted(listing.items()))))
+
+
 def digest_path(path: str | os.PathLike) -> str:
     """Digest of a file, or of a directory tree (see ``sha256_tree``)."""
     return sha256_tree(path) if Path(path).is_dir() else sha256_file(path)
 
 
+_REPLACE_DIRECTORIES: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "replace_directories", default=False
+)
+
+
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike, *, directory: bool = False) -> Iterator[Path]:
+def replacing_directories(allowed: bool) -> Iterator[None]:
+    """Within this block ``atomic_output(directory=True)`` may replace an existing
+    non-empty directory (the CLI's ``--force``)."""
+    token = _REPLACE_DIRECTORIES.set(bool(allowed))
+    try:
+        yield
+    finally:
+        _REPLACE_DIRECTORIES.reset(token)
+
+
+def _host_tag() -> str:
+    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def _temporary_prefix(target: Path) -> str:
+    """``.<name>.tmp-<host>-<pid>-``: the naming pattern of this writer's temporaries,
+    which tells a stale one (its process on this host is gone) from a live one."""
+    return f".{target.name}.tmp-{_host_tag()}-{os.getpid()}-"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temporaries(target: Path) -> list[Path]:
+    """Remove temporaries of ``target`` left by a writer that was killed: only entries
+    beside it named ``.<name>.tmp-<this host>-<pid>-*`` whose process no longer runs.
+    Returns what was removed; never touches anything else."""
+    prefix = f".{target.name}.tmp-{_host_tag()}-"
+    removed = []
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(prefix):
+            continue
+        pid_text = entry.name[len(prefix) :].split("-", 1)[0]
+        if not pid_text.isdigit() or _process_alive(int(pid_text)):
+            continue
+        path = Path(entry.path)
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        removed.append(path)
+    return removed
+
+
+def check_output_target(target: Path, *, directory: bool, replace: bool = False) -> None:
+    """Refuse (InputError, exit 2) an output target this command must not replace: the
+    current directory or one of its ancestors; for a file output anything existing
+    that is not a regular file (a FIFO, device, socket, directory or symlink); for a
+    directory output anything existing that is not a plain directory, and a non-empty
+    directory unless ``replace`` (``--force``)."""
+    from tracecanary.errors import InputError
+
+    where = {"file": str(target), "field": "output"}
+    resolved = target.resolve()
+    cwd = Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents or not target.name:
+        raise InputError("the output is the current directory or one of its ancestors", **where)
+    try:
+        st = target.lstat()
+    except FileNotFoundError:
+        return
+    if directory:
+        if not stat.S_ISDIR(st.st_mode):
+            raise InputError("exists and is not a directory; refusing to replace it", **where)
+        if not replace and any(target.iterdir()):
+            raise InputError(
+                "is an existing non-empty directory; refusing to replace it "
+                "(pass --force to replace it)",
+                **where,
+            )
+    elif not stat.S_ISREG(st.st_mode):
+        raise InputError(
+            "exists and is not a regular file (a directory, FIFO, device, socket or "
+            "symlink); refusing to replace it",
+            **where,
+        )
+
+
+@contextlib.contextmanager
+def atomic_output(
+    path: str | os.PathLike, *, directory: bool = False, replace: bool | None = None
+) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only on success.
 
     On any exception the temporary file or directory is removed, parent directories made
     for it are removed again, and ``path`` is left as it was, so a failed stage never
     leaves partial output behind. The result is world-readable (0644, directories 0755).
+
+    Before anything is written the target is checked (``check_output_target``): never
+    the current directory or an ancestor, never an existing non-regular file, and never
+    an existing non-empty directory unless ``replace`` (default: the ``--force`` of
+    ``replacing_directories``). Temporaries of the same target left by a killed writer
+    are removed (``remove_stale_temporaries``).
     """
     target = Path(path)
+    if replace is None:
+        replace = _REPLACE_DIRECTORIES.get()
+    check_output_target(target, directory=directory, replace=replace)
     made = [d for d in (target.parent, *target.parent.parents) if not d.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
-    prefix = f".{target.name}.tmp-"
+    remove_stale_temporaries(target)
+    prefix = _temporary_prefix(target)
     if directory:
         tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
     else:
@@ -82,6 +264,7 @@ def atomic_output(path: str | os.PathLike, *, directory: bool = False) -> Iterat
         tmp = Path(name)
     try:
         yield tmp
+        check_output_target(target, directory=directory, replace=replace)
         if directory:
             os.chmod(tmp, 0o755)
             if target.exists():

@@ -39,7 +39,6 @@ leaves no output directory behind.
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import multiprocessing
 import os
 import platform
@@ -52,8 +51,8 @@ from pathlib import Path
 
 from tracecanary.canonical import atomic_output, sha256_file, write_json
 from tracecanary.errors import InputError, RunFailed
+from tracecanary.formats.ids import CAPTURE_FORMAT
 
-CAPTURE_FORMAT = "tracecanary.capture/v1"
 # Imported once in the fork server, then shared by every rank: torch.profiler's first
 # start imports torch._inductor (seconds of CPU), which would otherwise run per rank.
 _PRELOAD = [
@@ -63,14 +62,6 @@ _PRELOAD = [
     "torch._inductor",
     "tracecanary.capture",
 ]
-
-
-# Schema of capture.json (draft 2020-12). Kept here until it moves to schemas/.
-def capture_schema() -> dict:
-    """The schema of capture.json (schemas/capture.schema.json)."""
-    from tracecanary.formats.schemas import load_schema
-
-    return load_schema("capture")
 
 
 @dataclass(frozen=True)
@@ -320,8 +311,3 @@ def _run_rank(rank: int, s: CaptureSettings, init_method: str, out: Path) -> Non
     prof.export_chrome_trace(str(out / f"rank{rank}.json.gz"))
     dist.barrier()
     dist.destroy_process_group()
-
-
-def load_capture_doc(path: str | os.PathLike) -> dict:
-    """Read a capture.json (for tests and the campaign)."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))

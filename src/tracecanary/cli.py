@@ -15,8 +15,44 @@ import importlib
 import pkgutil
 import sys
 
+import tracecanary.commands as commands
 from tracecanary import __version__
+from tracecanary.canonical import replacing_directories
 from tracecanary.errors import TraceCanaryError
+
+
+class DefaultsShownFormatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to an option's help, so a default is written once (in
+    ``add_argument``) and shown everywhere. Left as written: positionals, required
+    options, flags, options without a default value (None, an empty list) and help that
+    already says what the default is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or action.required
+            or action.nargs == 0
+            or default is None
+            or default is argparse.SUPPRESS
+            or default == []
+            or "default" in text
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class StageParser(argparse.ArgumentParser):
+    """The parser of every sub-command (and of their sub-commands): defaults shown,
+    whatever other formatter a command asks for (say, raw descriptions)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        asked = kwargs.get("formatter_class", argparse.HelpFormatter)
+        if not issubclass(asked, DefaultsShownFormatter):
+            asked = type(f"DefaultsShown{asked.__name__}", (DefaultsShownFormatter, asked), {})
+        kwargs["formatter_class"] = asked
+        super().__init__(*args, **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,9 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Distil, verify, export and replay communication canaries.",
     )
     parser.add_argument("--version", action="version", version=f"tracecanary {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="STAGE")
-    import tracecanary.commands as commands
-
+    sub = parser.add_subparsers(dest="command", metavar="STAGE", parser_class=StageParser)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"tracecanary.commands.{info.name}")
         module.register(sub)
@@ -41,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        code = args.func(args)
+        with replacing_directories(getattr(args, "force", False)):
+            code = args.func(args)
     except TraceCanaryError as err:
         print(f"tracecanary {args.command}: error: {err.one_line()}", file=sys.stderr)
         return err.exit_code

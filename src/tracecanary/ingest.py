@@ -43,20 +43,14 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from tracecanary.canonical import atomic_output, sha256_file, write_json
+from tracecanary.clocks.status import decide_skew
 from tracecanary.errors import InputError, ResourceLimitExceeded, SchemaError, TimingError
-from tracecanary.limits import Limits, current_limits, load_json, open_input, parse_json_bytes
-from tracecanary.parquet_io import ROW_GROUP_SIZE, WRITER_OPTIONS
+from tracecanary.formats.ids import NORMALIZED_FORMAT
 from tracecanary.formats.trace import (
     EVENT_FIELDS,
     EVENT_SCHEMA,
     INT_FIELDS,
-    NORMALIZED_FORMAT,
     NORMALIZED_SCHEMA,
-    OP_PATTERN,
-    OP_RE,
-    OPS,
-    P2P_OPS,
-    ROOTED_OPS,
     TIME_FIELDS,
     check_event_dict,
     check_header_limits,
@@ -64,6 +58,9 @@ from tracecanary.formats.trace import (
     expand_groups,
     validate_header,
 )
+from tracecanary.formats.vocab import OP_PATTERN, OP_RE, OPS, P2P_OPS, ROOTED_OPS
+from tracecanary.limits import Limits, current_limits, load_json, open_input, parse_json_bytes
+from tracecanary.parquet_io import ROW_GROUP_SIZE, WRITER_OPTIONS
 
 BATCH_BYTES = 1 << 24
 
@@ -233,9 +230,11 @@ def _locate_jsonl_error(path: str, first_index: int, message: str) -> InputError
         for index, line in enumerate(stream):
             if not line.strip():
                 continue
+            parse_error = None
             try:
                 event = parse_json_bytes(line, file=path, record=index)
             except InputError as err:
+                parse_error = err
                 try:  # NaN / Infinity: parse them to name the field they stand in
                     event = json.loads(line)
                 except (ValueError, RecursionError):
@@ -244,6 +243,8 @@ def _locate_jsonl_error(path: str, first_index: int, message: str) -> InputError
                 check_event_dict(event, file=path, record=index)
             except InputError as err:
                 return err
+            if parse_error is not None:  # e.g. a lone surrogate: the parser named it
+                return parse_error
     return SchemaError(f"unreadable event data: {message}"[:300], file=path, record=first_index)
 
 
@@ -748,6 +749,8 @@ def _ingest_sources(sources: list[_Source], out: Path, limits: Limits) -> Ingest
         timing = _timing_semantics(state)
         source_digests = [{"path": Path(s.path).name, "sha256": s.sha256()} for s in sources]
         parquet_sha = sha256_file(tmp)
+        ranks_seen = np.flatnonzero(state.seen).tolist()
+        skew = decide_skew(clocks, ranks_seen, groups, header["meta"].get("skew"), file=file0)
         sidecar = {
             "format": NORMALIZED_FORMAT,
             "meta": header["meta"],
@@ -755,7 +758,8 @@ def _ingest_sources(sources: list[_Source], out: Path, limits: Limits) -> Ingest
             "clocks": {str(r): c for r, c in sorted(clocks.items())},
             "timing_semantics": timing,
             "events": state.events,
-            "ranks_seen": np.flatnonzero(state.seen).tolist(),
+            "ranks_seen": ranks_seen,
+            "skew": skew.to_json(),
             "sources": source_digests,
             "table_sha256": parquet_sha,
         }

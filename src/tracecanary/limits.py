@@ -23,10 +23,13 @@ import io
 import itertools
 import json
 import os
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
+
+import yaml
 
 from tracecanary.errors import InputError, ResourceLimitExceeded
 
@@ -46,6 +49,10 @@ class Limits:
     max_occurrences: int = 100_000_000  # logical occurrences a canary expands to
     max_message_bytes: int = 1 << 40  # bytes of one collective / message
     max_time_ns: int = 1 << 62  # any timestamp, gap, latency or duration (ns)
+    max_yaml_bytes: int = 16 << 20  # one YAML file (configs, backends, tolerances)
+    max_yaml_aliases: int = 1_000  # alias references (*name) in one YAML file
+    max_yaml_nodes: int = 1_000_000  # YAML nodes with every alias expanded
+    max_archive_members: int = 100_000  # members of one campaign archive
 
     def with_overrides(self, spec: str | None) -> Limits:
         """These limits with ``name=value,...`` applied (values may be written 1e9)."""
@@ -293,15 +300,98 @@ def refuse_json_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict:
+    """``json.loads(object_pairs_hook=...)``: an object, refusing a repeated key (JSON
+    leaves duplicates undefined; Python would keep the last one silently)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise _DuplicateKey(key)
+    return obj
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+# a \uD800-\uDFFF escape: the only way a JSON text that is valid UTF-8 can carry a
+# surrogate code point (paired ones decode to one character; lone ones cannot be encoded)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_TEXT = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _json_path(keys: list) -> str:
+    return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in keys).lstrip(".")
+
+
+def find_lone_surrogate(doc: Any) -> list | None:
+    """The key path of the first string (key or value) of ``doc`` holding a lone
+    surrogate (not encodable as UTF-8), else None. A Python walk: call it only when
+    ``may_hold_lone_surrogate`` says the text has a surrogate escape."""
+    stack: list[tuple[Any, list]] = [(doc, [])]
+    while stack:
+        node, keys = stack.pop()
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return keys
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                try:
+                    k.encode("utf-8")
+                except UnicodeEncodeError:
+                    return [*keys, k.encode("utf-8", "backslashreplace").decode("ascii")]
+                stack.append((v, [*keys, k]))
+        elif isinstance(node, list):
+            stack.extend((v, [*keys, i]) for i, v in reversed(list(enumerate(node))))
+    return None
+
+
+def may_hold_lone_surrogate(text: bytes | str) -> bool:
+    """Whether a JSON text has a surrogate escape at all (a C-level scan: a text with no
+    backslash, the common case, costs one ``memchr``)."""
+    if isinstance(text, str):
+        return "\\" in text and _SURROGATE_ESCAPE_TEXT.search(text) is not None
+    return b"\\" in text and _SURROGATE_ESCAPE.search(text) is not None
+
+
+def refuse_lone_surrogates(
+    text: bytes | str, doc: Any, *, file: str, record: int | str | None = None
+) -> None:
+    """InputError naming the record and field of the first lone surrogate in ``doc`` (the
+    parse of ``text``): such a string cannot be written as UTF-8 (Parquet, canonical
+    JSON). The items of a document's top-level ``events`` list are its records."""
+    if not may_hold_lone_surrogate(text):
+        return
+    keys = find_lone_surrogate(doc)
+    if keys is None:
+        return
+    if record is None and len(keys) >= 2 and keys[0] == "events" and isinstance(keys[1], int):
+        record, keys = keys[1], keys[2:]
+    raise InputError(
+        "string holds a lone surrogate (\\ud800-\\udfff), not encodable as UTF-8",
+        file=file,
+        record=record,
+        field=_json_path(keys) or "(document)",
+    )
+
+
 def parse_json_bytes(
     data: bytes | str, *, file: str, limits: Limits | None = None, record: int | str | None = None
 ) -> Any:
-    """Parse one JSON text under the policy: NaN/Infinity, invalid UTF-8 and syntax
-    errors are InputError, nesting deeper than ``max_depth`` is ResourceLimitExceeded."""
+    """Parse one JSON text under the policy: NaN/Infinity, invalid UTF-8, syntax
+    errors, a key repeated within one object and a lone surrogate (``"\\ud800"``) are
+    InputError; nesting deeper than ``max_depth`` is ResourceLimitExceeded."""
     limits = limits or current_limits()
     check_text_depth(data, limits.max_depth, file=file, record=record)
     try:
-        doc = json.loads(data, parse_constant=refuse_json_constant)
+        doc = json.loads(
+            data, parse_constant=refuse_json_constant, object_pairs_hook=_unique_object
+        )
     except RecursionError:
         raise ResourceLimitExceeded(
             f"JSON nesting deeper than max_depth={limits.max_depth}", file=file, record=record
@@ -316,8 +406,13 @@ def parse_json_bytes(
         raise InputError(
             f"not valid JSON (bad UTF-8 at byte {err.start})", file=file, record=record
         ) from None
+    except _DuplicateKey as err:
+        raise InputError(
+            "key repeated within one JSON object", file=file, record=record, field=err.key[:200]
+        ) from None
     except ValueError as err:  # NaN / Infinity, or an integer too long to convert
         raise InputError(f"not valid JSON: {err}", file=file, record=record) from None
+    refuse_lone_surrogates(data, doc, file=file, record=record)
     return doc
 
 
@@ -326,3 +421,149 @@ def load_json(path: str | os.PathLike, limits: Limits | None = None) -> Any:
     name the file and the position of a syntax error."""
     limits = limits or current_limits()
     return parse_json_bytes(read_input(path, limits), file=str(path), limits=limits)
+
+
+class _BoundedYamlLoader(yaml.SafeLoader):
+    """SafeLoader under the resource policy: refuses more than ``max_yaml_aliases`` alias
+    references, nesting deeper than ``max_depth`` (while composing, before any
+    recursion), more than ``max_yaml_nodes`` nodes once aliases are expanded (a
+    "billion laughs" document is a few KB whose expansion is exponential), recursive
+    aliases, and a key repeated within one mapping. SafeLoader already refuses every
+    tag that would construct a Python object."""
+
+    def __init__(self, stream: str, limits: Limits, file: str) -> None:
+        super().__init__(stream)
+        self.limits, self.file = limits, file
+        self.aliases = 0
+        self.depth = 0
+
+    def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            self.limits.check(
+                "max_yaml_aliases", self.aliases, what="YAML alias references", file=self.file
+            )
+        self.depth += 1
+        try:
+            if self.depth > self.limits.max_depth:
+                raise ResourceLimitExceeded(
+                    f"YAML nesting deeper than max_depth={self.limits.max_depth}",
+                    file=self.file,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node, deep=False):  # noqa: ANN001 - PyYAML's signature
+        if isinstance(node, yaml.MappingNode):
+            self.flatten_mapping(node)
+            seen: set = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    repeated = key in seen
+                except TypeError:  # an unhashable key: SafeLoader refuses it below
+                    continue
+                if repeated:
+                    raise InputError(
+                        f"duplicate key {key!r} (line {key_node.start_mark.line + 1})",
+                        file=self.file,
+                        field=str(key)[:200],
+                    )
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_nodes(root: yaml.Node, limits: Limits, file: str) -> int:
+    """Nodes of ``root`` with every alias expanded (each distinct node sized once, so
+    this is linear in the composed graph); refuses a recursive alias and a total over
+    ``max_yaml_nodes`` as soon as it is reached."""
+    sizes: dict[int, int] = {}
+    in_progress: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in sizes:
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            sizes[key] = 1
+            continue
+        children = (
+            [n for pair in node.value for n in pair]
+            if isinstance(node, yaml.MappingNode)
+            else list(node.value)
+        )
+        if children_done:
+            in_progress.discard(key)
+            sizes[key] = 1 + sum(sizes[id(c)] for c in children)
+            limits.check(
+                "max_yaml_nodes", sizes[key], what="YAML nodes (aliases expanded)", file=file
+            )
+            continue
+        if key in in_progress:
+            raise InputError("recursive YAML alias (a node that contains itself)", file=file)
+        in_progress.add(key)
+        stack.append((node, True))
+        for child in children:
+            if id(child) in in_progress:
+                raise InputError("recursive YAML alias (a node that contains itself)", file=file)
+            if id(child) not in sizes:
+                stack.append((child, False))
+    return sizes[id(root)]
+
+
+def parse_yaml_text(text: str, *, file: str, limits: Limits | None = None) -> Any:
+    """Parse one YAML text under the policy (see ``_BoundedYamlLoader``); every refusal
+    is exit 2 naming ``file`` and, for a syntax error, the line."""
+    limits = limits or current_limits()
+    loader = None
+    try:
+        loader = _BoundedYamlLoader(text, limits, file)  # the reader refuses control bytes
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        _expanded_nodes(root, limits, file)
+        return loader.construct_document(root)
+    except RecursionError:
+        raise ResourceLimitExceeded(
+            f"YAML nesting deeper than max_depth={limits.max_depth}", file=file
+        ) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise InputError(
+            f"not valid YAML{where}: {problem}".replace("\n", " "), file=file
+        ) from None
+    except ValueError as err:  # e.g. an integer of more than 4,300 digits
+        raise InputError(f"not valid YAML: {err}"[:300], file=file) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def load_yaml(path: str | os.PathLike, limits: Limits | None = None) -> Any:
+    """The one YAML reader of the package: a regular file of at most ``max_yaml_bytes``,
+    strict UTF-8, parsed by ``parse_yaml_text``. Bounded in time and memory: a 4 KB
+    "billion laughs" document is refused after composing a few hundred nodes."""
+    limits = limits or current_limits()
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError:
+        raise InputError("no such file", file=str(path)) from None
+    if not p.is_file():
+        raise InputError("not a regular file", file=str(path))
+    limits.check("max_yaml_bytes", st.st_size, what="YAML file size", file=path)
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read(limits.max_yaml_bytes + 1)
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", file=str(path)) from None
+    limits.check("max_yaml_bytes", len(data), what="YAML file size", file=path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"not UTF-8 text (bad byte at {err.start})", file=str(path)) from None
+    return parse_yaml_text(text, file=str(path), limits=limits)

@@ -12,7 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracecanary.clocks.status import SkewStatus
 from tracecanary.errors import InputError
+from tracecanary.formats.ids import CANARY_FORMAT, TRACE_FORMAT
 from tracecanary.limits import load_json, open_input, parse_json_bytes
 from tracecanary.matching import build_program
 from tracecanary.program import Program
@@ -26,7 +28,7 @@ def sniff_format(path: str | os.PathLike) -> str:
     with open_input(p) as f:
         head = f.read(1 << 16)
     text = head.decode("utf-8", errors="replace")
-    for marker in ("tracecanary.canary/v1", "tracecanary.trace/v1"):
+    for marker in (CANARY_FORMAT, TRACE_FORMAT):
         if f'"format":"{marker}"' in text.replace(" ", ""):
             return marker
     first = text.splitlines()[0] if text.strip() else ""
@@ -73,10 +75,17 @@ def read_matching_columns(path: str | os.PathLike) -> pa.Table:
 
 
 def program_from_normalized(table, sidecar: dict) -> Program:
-    """Match a normalized table into a Program. ``table`` is converted to pandas with
+    """Match a normalized table into a Program, with the skew status its sidecar declares
+    (decided once at ingest, not re-derived). ``table`` is converted to pandas with
     ``self_destruct``: the Arrow buffers are released column by column as they are
     converted, so the two copies are not held at once; the caller must not use
     ``table`` afterwards."""
+    if "skew" not in sidecar:
+        raise InputError(
+            "normalized table's sidecar declares no skew status (written by an older "
+            "tracecanary ingest): re-run ingest",
+            field="skew",
+        )
     groups = {k: list(v) for k, v in sidecar["groups"].items()}
     clocks = {int(k): v for k, v in sidecar["clocks"].items()}
     frame = table.to_pandas(self_destruct=True, split_blocks=True)
@@ -86,6 +95,7 @@ def program_from_normalized(table, sidecar: dict) -> Program:
         groups=groups,
         world_size=int(sidecar["meta"]["world_size"]),
         clocks=clocks,
+        skew=SkewStatus.from_json(sidecar["skew"]),
         notes=tuple(sidecar["meta"].get("notes", [])),
     )
 
@@ -100,7 +110,7 @@ def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
         if not side.is_file():
             raise InputError("normalized table has no .meta.json sidecar", file=str(path))
         return program_from_normalized(read_matching_columns(path), load_json(side))
-    if kind == "tracecanary.trace/v1":
+    if kind == TRACE_FORMAT:
         from tracecanary.ingest import ingest_files
 
         with tempfile.TemporaryDirectory(prefix="tracecanary-load-") as tmp:
@@ -109,7 +119,7 @@ def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
             return program_from_normalized(
                 read_matching_columns(out), json.loads(result.sidecar.read_text())
             )
-    if kind == "tracecanary.canary/v1":
+    if kind == CANARY_FORMAT:
         from tracecanary.compile.document import load_canary
         from tracecanary.compile.expand import expand_canary
 

@@ -9,9 +9,10 @@ Guarantees of ``build_program``:
   contributions of one rank to one instance; conflicting op/bytes/dtype/root across
   members; latency or overlap measured on some members only; a captured rank missing
   an instance its group peers recorded; a send or recv without its partner;
-- skew is known only when every captured rank reads one clock (one declared clock
-  domain, or a calibration mapping all of them onto one reference); otherwise
-  ``skew_known`` is False with the reason, and no skew value is used.
+- skew follows the trace's declared status (``skew``: the ingest sidecar's, decided once by
+  ``tracecanary.clocks.status``); with a ``clock_map`` (merge) it is known with the
+  mapping's uncertainty unless a group was captured on only some of its ranks; no skew
+  value is used when it is unknown.
 """
 
 from __future__ import annotations
@@ -21,25 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tracecanary.clocks.calibration import ClockMap, mapped_skew_uncertainty_ns
+from tracecanary.clocks.status import SkewStatus, decide_skew
 from tracecanary.errors import MergeError
 from tracecanary.program import Program, make_program
 
 TAIL_OVERLAP_FACTOR = 3.0
-
-
-@dataclass(frozen=True)
-class ClockMap:
-    """Per-rank mapping local ns -> reference ns: ref = local + offset + drift_ppb*(local-anchor)/1e9."""
-
-    offset_ns: np.ndarray
-    drift_ppb: np.ndarray
-    anchor_ns: np.ndarray
-    uncertainty_ns: np.ndarray
-    reference: str
-
-    def to_reference(self, rank: np.ndarray, local_ns: np.ndarray) -> np.ndarray:
-        drift = self.drift_ppb[rank] * (local_ns - self.anchor_ns[rank]).astype(np.float64) / 1e9
-        return local_ns + self.offset_ns[rank] + np.rint(drift).astype(np.int64)
 
 
 def _refuse(field: str, group: str, instance, ranks, message: str) -> MergeError:
@@ -163,6 +151,7 @@ def build_program(
     world_size: int,
     clocks: dict[int, str],
     clock_map: ClockMap | None = None,
+    skew: SkewStatus | None = None,
     notes: tuple[str, ...] = (),
 ) -> Program:
     """Occurrence-level program of a normalized trace (rows in per-rank issue order).
@@ -297,19 +286,17 @@ def build_program(
         if "arrival_ns" in ev
         else ev["issue_ns"].to_numpy(np.int64)
     )
-    domains = {clocks[r] for r in seen}
-    skew_reason = None
     if clock_map is not None:
+        mapped = SkewStatus(True, uncertainty_ns=mapped_skew_uncertainty_ns(clock_map, sorted(seen)))
+        one_clock = {r: "reference" for r in seen}
+        status = decide_skew(one_clock, sorted(seen), groups, mapped.to_json())
         arrival = clock_map.to_reference(rank, local)
-        skew_known = True
-    elif len(domains) == 1:
-        arrival = local
-        skew_known = True
     else:
-        skew_known = False
-        skew_reason = (
-            f"ranks read {len(domains)} different clocks and no clock calibration was given"
-        )
+        status = skew if skew is not None else decide_skew(clocks, sorted(seen), groups)
+        arrival = local
+    skew_known, skew_reason = status.known, status.reason
+    if not skew_known and clock_map is None:
+        # arrivals stay on their own clocks: only differences inside one clock are used
         clock_codes, _ = pd.factorize(
             np.asarray([clocks[int(r)] for r in range(width)], dtype=object)[rank], sort=False
         )
@@ -318,10 +305,6 @@ def build_program(
         )
         np.minimum.at(origin, clock_codes, local)
         arrival = local - origin[clock_codes]
-    if partially_captured:
-        skew_known = False
-        reason = f"group(s) {', '.join(sorted(partially_captured))} were captured on only some of their ranks"
-        skew_reason = reason if skew_reason is None else f"{skew_reason}; {reason}"
     arrival = np.asarray(arrival, dtype=np.int64)
 
     # one row per occurrence (first appearance order), then sorted by (T, key, instance)
@@ -388,6 +371,7 @@ def build_program(
         skew_known=skew_known,
         skew_reason=skew_reason,
         notes=notes,
+        skew_uncertainty_ns=status.uncertainty_ns or 0,
     )
 
 

@@ -23,40 +23,25 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from tracecanary.canonical import sha256_file
+from tracecanary.clocks.calibration import (
+    ClockMap,
+    clock_map_from_calibration,
+    load_calibration,
+    mapped_skew_uncertainty_ns,
+)
+from tracecanary.clocks.status import calibrated
 from tracecanary.errors import InputError, MergeError
+from tracecanary.formats.ids import TRACE_FORMAT
 from tracecanary.ingest import _header_and_batches, ingest_files
-from tracecanary.limits import current_limits, load_json
-from tracecanary.matching import ClockMap, assign_instances, build_program
-from tracecanary.formats.schemas import validate
+from tracecanary.limits import current_limits
+from tracecanary.matching import assign_instances, build_program
+from tracecanary.merge_inputs import (
+    refuse_incomplete,
+    refuse_raw_kineto,
+    resolve_captures,
+    supplied_ranks,
+)
 from tracecanary.trace_io import write_trace
-
-OPTIONAL_INT = ("root", "peer", "latency_ns", "overlap_ns", "instance")
-
-
-MAX_DRIFT_PPB = 1e9  # a clock running at twice (or zero) the reference rate is no clock
-
-
-def load_calibration(path: str | os.PathLike) -> dict:
-    """A ``tracecanary.calibration/v1`` document, parsed under the resource policy and
-    validated; offsets, anchors and uncertainties must lie within ``max_time_ns`` and
-    drift within 10^9 ppb, so mapping a timestamp cannot overflow."""
-    limits = current_limits()
-    doc = load_json(path, limits)
-    validate(doc, "calibration", file=str(path))
-    for i, clock in enumerate(doc["clocks"]):
-        for key in ("offset_ns", "anchor_ns", "uncertainty_ns"):
-            if key in clock:
-                limits.check(
-                    "max_time_ns", abs(clock[key]), file=path, record=i, field=f"clocks/{i}/{key}"
-                )
-        if not abs(clock["drift_ppb"]) <= MAX_DRIFT_PPB:
-            raise InputError(
-                f"drift_ppb {clock['drift_ppb']} is beyond +-{MAX_DRIFT_PPB:.0e} ppb",
-                file=str(path),
-                record=i,
-                field=f"clocks/{i}/drift_ppb",
-            )
-    return doc
 
 
 def _check_mapped(mapped_ns: np.ndarray, rank: np.ndarray, file: str, what: str) -> None:
@@ -74,32 +59,6 @@ def _check_mapped(mapped_ns: np.ndarray, rank: np.ndarray, file: str, what: str)
         )
 
 
-def clock_map_from_calibration(
-    calibration: dict, clocks: dict[int, str], ranks: list[int], world_size: int, *, file: str
-) -> ClockMap:
-    """Per-rank clock mapping; refuses a captured rank whose clock the calibration omits."""
-    by_clock = {c["clock"]: c for c in calibration["clocks"] if "clock" in c}
-    by_rank = {r: c for c in calibration["clocks"] for r in c.get("ranks", [])}
-    offset = np.zeros(world_size, dtype=np.int64)
-    drift = np.zeros(world_size, dtype=np.float64)
-    anchor = np.zeros(world_size, dtype=np.int64)
-    unc = np.zeros(world_size, dtype=np.int64)
-    for r in ranks:
-        entry = by_rank.get(r) or by_clock.get(clocks[r])
-        if entry is None:
-            raise MergeError(
-                f"calibration does not cover rank {r} (clock {clocks[r]!r})",
-                file=file,
-                record=f"rank {r}",
-                field="clocks",
-            )
-        offset[r] = entry["offset_ns"]
-        drift[r] = entry["drift_ppb"]
-        anchor[r] = entry.get("anchor_ns", 0)
-        unc[r] = entry["uncertainty_ns"]
-    return ClockMap(offset, drift, anchor, unc, calibration["reference"])
-
-
 def _mapped_float(clock_map: ClockMap, rank: np.ndarray, local_ns: np.ndarray) -> np.ndarray:
     """``ClockMap.to_reference`` in float64: cannot wrap, close enough to bound-check."""
     local = local_ns.astype(np.float64)
@@ -107,11 +66,16 @@ def _mapped_float(clock_map: ClockMap, rank: np.ndarray, local_ns: np.ndarray) -
     return local + clock_map.offset_ns[rank].astype(np.float64) + drift
 
 
-def _refuse_duplicate_ranks(captures: list[str]) -> None:
+def _refuse_duplicate_ranks(captures: list[str]) -> tuple[dict[str, dict], dict[str, set[int]]]:
+    """Refuse a rank contributed by two captures; return each capture's header and the
+    ranks it supplies (``merge_inputs.supplied_ranks``)."""
     owner: dict[int, str] = {}
+    headers: dict[str, dict] = {}
+    supplied: dict[str, set[int]] = {}
     limits = current_limits()
     for path in captures:
-        _, batches = _header_and_batches(path, limits)
+        header, batches = _header_and_batches(path, limits)
+        headers[path] = header
         ranks: set[int] = set()
         first_event: dict[int, tuple[str, int]] = {}
         for _, batch in batches:
@@ -134,17 +98,33 @@ def _refuse_duplicate_ranks(captures: list[str]) -> None:
                     field="rank",
                 )
             owner[rank] = path
+        supplied[path] = supplied_ranks(header, ranks)
+    return headers, supplied
 
 
 def merge_captures(
-    captures: list[str], output: str | os.PathLike, calibration_path: str | None = None
+    captures: list[str],
+    output: str | os.PathLike,
+    calibration_path: str | None = None,
+    groups_path: str | None = None,
 ) -> dict:
-    """Merge ``captures`` into ``output`` (a tracecanary.trace/v1 file); returns a summary."""
+    """Merge ``captures`` into ``output`` (a tracecanary.trace/v1 file); returns a summary.
+    A capture set missing a rank of the declared world is refused; groups and dtypes
+    that imported captures leave undetermined are settled first (``merge_inputs``)."""
     if not captures:
         raise InputError("no captures given", field="captures")
-    _refuse_duplicate_ranks(captures)
+    refuse_raw_kineto(captures)
+    headers, supplied = _refuse_duplicate_ranks(captures)
+    refuse_incomplete(supplied, int(headers[captures[0]]["meta"]["world_size"]), captures[0])
     with tempfile.TemporaryDirectory(prefix="tracecanary-merge-") as tmp:
-        result = ingest_files(captures, Path(tmp) / "merged.parquet")
+        inputs, _ = resolve_captures(
+            captures,
+            headers,
+            Path(tmp) / "resolved",
+            calibration_path=calibration_path,
+            groups_path=groups_path,
+        )
+        result = ingest_files(inputs, Path(tmp) / "merged.parquet")
         import json
 
         sidecar = json.loads(result.sidecar.read_text())
@@ -185,31 +165,19 @@ def merge_captures(
             events["arrival_ns"] = np.where(has, mapped, np.nan)
         ref_id = f"reference:{calibration['reference']}"
         meta["clock_domains"] = [{"id": ref_id, "ranks": ranks}]
-        top_two = sorted((int(clock_map.uncertainty_ns[r]) for r in ranks), reverse=True)[:2]
-        meta["skew"] = {
-            "status": "known",
-            "reference": calibration["reference"],
-            "method": calibration["method"],
-            "uncertainty_ns": int(sum(top_two)),
-            "calibration_sha256": sha256_file(calibration_path),
-        }
+        meta["skew"] = calibrated(
+            mapped_skew_uncertainty_ns(clock_map, ranks),
+            calibration["reference"],
+            calibration["method"],
+            sha256_file(calibration_path),
+        ).to_json()
         notes.append(
             f"merged with clock calibration ({calibration['method']}); timestamps are on reference clock {calibration['reference']!r}"
         )
     else:
         events["ts_ns"] = events["issue_ns"]
-        meta["skew"] = {
-            "status": "unknown",
-            "reason": program.skew_reason or "no clock calibration given",
-        }
-        if program.skew_known:
-            meta["skew"] = {
-                "status": "known",
-                "reference": "shared clock",
-                "method": "one declared clock domain",
-                "uncertainty_ns": 0,
-            }
-        else:
+        meta["skew"] = program.skew_status.to_json()
+        if not program.skew_known:
             notes.append(f"cross-rank skew unknown: {program.skew_reason}")
     events["instance"] = events["key_instance"]
     meta["notes"] = notes
@@ -244,7 +212,7 @@ def merge_captures(
             record[name] = int(value) if not isinstance(value, str) else value
         records.append(record)
     doc = {
-        "format": "tracecanary.trace/v1",
+        "format": TRACE_FORMAT,
         "meta": meta,
         "groups": [{"id": gid, "ranks": rk} for gid, rk in groups.items()],
         "events": records,

@@ -33,8 +33,12 @@ Columns of ``Program.members`` (one row per member of each occurrence, sorted by
                          meaningful only when Program.skew_known
 
 ``skew_known`` is False when cross-rank arrivals could not be related (no clock
-calibration, single-rank import); ``skew_reason`` then says why. Unknown skew is never
-stored as zero: consumers must check ``skew_known``.
+calibration, groups captured on only some ranks); ``skew_reason`` then says why. Unknown
+skew is never stored as zero: consumers must check ``skew_known``. A known skew carries
+``skew_uncertainty_ns``: the bound on the error of any member's skew_ns that the clock
+mapping allows (0 for one shared clock). The decision is made once
+(``tracecanary.clocks.status``) and carried, never re-derived; ``skew_status`` gives it
+as one value.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+
+from tracecanary.clocks.status import SkewStatus
 
 OCCURRENCE_COLUMNS: dict[str, str] = {
     "occ": "int64",
@@ -76,6 +82,14 @@ class Program:
     skew_known: bool
     skew_reason: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    skew_uncertainty_ns: int = 0
+
+    @property
+    def skew_status(self) -> SkewStatus:
+        """The skew decision this program carries (``tracecanary.clocks.status``)."""
+        if self.skew_known:
+            return SkewStatus(True, uncertainty_ns=int(self.skew_uncertainty_ns))
+        return SkewStatus(False, reason=self.skew_reason)
 
     def __post_init__(self) -> None:
         for name, dtype in OCCURRENCE_COLUMNS.items():
@@ -132,6 +146,7 @@ def make_program(
     skew_known: bool,
     skew_reason: str | None = None,
     notes: tuple[str, ...] = (),
+    skew_uncertainty_ns: int = 0,
 ) -> Program:
     """Build a Program from column arrays, filling optional columns with their defaults
     (weight 1.0, tail False, has_* False with value 0, root -1, phase/stream "")."""
@@ -169,4 +184,5 @@ def make_program(
         skew_known=skew_known,
         skew_reason=skew_reason,
         notes=tuple(notes),
+        skew_uncertainty_ns=int(skew_uncertainty_ns) if skew_known else 0,
     )

@@ -10,6 +10,7 @@ rule alphabeta:
             caption="../report/alphabeta.rst",
             category="Alpha/beta",
             subcategory="{ladder}",
+            labels=alphabeta_plot_labels,
         ),
         prov="results/{campaign}/provenance/alphabeta/{ladder}.json",
     params:

@@ -3,8 +3,8 @@ rule capture_kineto:
         capture=directory("results/{campaign}/capture/{source}"),
         prov="results/{campaign}/provenance/capture_kineto/{source}.json",
     params:
-        nproc=lambda wc: SOURCES[wc.source].get("nproc", 4),
-        steps=lambda wc: SOURCES[wc.source].get("steps", 3),
+        nproc=lambda wc: SOURCES[wc.source]["nproc"],
+        steps=lambda wc: SOURCES[wc.source]["steps"],
     log:
         "logs/{campaign}/capture_kineto/{source}.log",
     benchmark:

@@ -39,40 +39,69 @@ def get_merge_input(wildcards):
         return {"captures": src["captures"], "calibration": src["calibration"]}
     if src["kind"] == "live_capture":
         return {"captures": f"results/{CAMPAIGN}/import/{wildcards.source}", "calibration": src["calibration"]}
+    if src["kind"] == "kineto":  # see kineto.smk
+        calibration = src.get("calibration") or f"results/{CAMPAIGN}/calibration/{wildcards.source}.json"
+        return {"captures": f"results/{CAMPAIGN}/kineto_import/{wildcards.source}", "calibration": calibration}
     raise ValueError(f"source {wildcards.source} has no captures to merge")
 
 
 # external ladders (nccl-tests logs) are staged into the campaign as recorded evidence
 EXTERNAL = {
-    a["id"]: a
-    for a in config.get("alphabeta", {}).get("external", [])
-    if not a.get("optional") or Path(a["path"]).exists()
+    a["id"]: a for a in config["alphabeta"]["external"] if not a["optional"] or Path(a["path"]).exists()
 }
 ALPHABETA = {
     lid: {**a, "path": f"results/{CAMPAIGN}/external/{lid}.txt"} for lid, a in EXTERNAL.items()
 }
 
 
-def provenance_targets():
-    """Every provenance record the campaign produces (the manifest's inputs)."""
-    targets = [f"results/{CAMPAIGN}/provenance/alphabeta/{lid}.json" for lid in ALPHABETA]
-    targets += [f"results/{CAMPAIGN}/provenance/stage_external/{lid}.json" for lid in EXTERNAL]
-    for sid, src in SOURCES.items():
-        targets.append(f"results/{CAMPAIGN}/provenance/ingest/{sid}.json")
-        targets += [f"results/{CAMPAIGN}/provenance/compile/{sid}/{b}.json" for b in BUDGETS]
-        targets += [f"results/{CAMPAIGN}/provenance/verify/{sid}/{b}.json" for b in BUDGETS]
-        targets.append(f"results/{CAMPAIGN}/provenance/search/{sid}.json")
-        targets += [f"results/{CAMPAIGN}/provenance/replay/{sid}/{w}.json" for w in ("source", "canary")]
-        targets.append(f"results/{CAMPAIGN}/provenance/compare/{sid}.json")
-        if src["kind"] in ("captures", "live_capture"):
-            targets.append(f"results/{CAMPAIGN}/provenance/merge/{sid}.json")
-        if src["kind"] == "live_capture":
-            targets.append(f"results/{CAMPAIGN}/provenance/capture_kineto/{sid}.json")
-            targets.append(f"results/{CAMPAIGN}/provenance/import_kineto/{sid}.json")
-    targets += reduce_targets()
-    targets += physical_provenance()
-    targets += [f"results/{CAMPAIGN}/provenance/sweep/{w}.json" for w in SWEEPS]
-    targets.append(f"results/{CAMPAIGN}/provenance/search_summary.json")
+def provenance_of(rule, **wildcards):
+    """The provenance records of ``rule`` for every combination of ``wildcards`` (read from
+    the rule's own ``prov`` output, so a path is written once, in its rule)."""
+    return expand(getattr(rules, rule).output.prov, campaign=CAMPAIGN, **wildcards)
+
+
+def sources_of_kind(*kinds):
+    return [sid for sid, src in SOURCES.items() if src["kind"] in kinds]
+
+
+def provenance_targets(wildcards):
+    """Every provenance record the campaign produces (the manifest's inputs). An input
+    function, so it runs after every rules file is read."""
+    targets = provenance_of("ingest", source=SOURCES)
+    targets += provenance_of("compile", source=SOURCES, budget=BUDGETS)
+    targets += provenance_of("verify", source=SOURCES, budget=BUDGETS)
+    targets += provenance_of("search", source=SOURCES)
+    targets += provenance_of("baselines", source=SOURCES)
+    targets += provenance_of("replay", source=SOURCES, which=["source", "canary"])
+    targets += provenance_of("compare", source=SOURCES)
+    targets += provenance_of("timeline", source=SOURCES)
+    targets += provenance_of("merge", source=sources_of_kind("captures", "live_capture", "kineto"))
+    targets += provenance_of("import_kineto_traces", source=sources_of_kind("kineto"))
+    targets += provenance_of("same_host_calibration", source=[s for s in sources_of_kind("kineto") if SOURCES[s].get("same_host")])
+    targets += provenance_of("capture_kineto", source=sources_of_kind("live_capture"))
+    targets += provenance_of("import_kineto", source=sources_of_kind("live_capture"))
+    targets += provenance_of("reduce_baseline", source=REDUCED)
+    targets += provenance_of("stage_external", ladder=EXTERNAL)
+    targets += provenance_of("alphabeta", ladder=ALPHABETA)
+    targets += provenance_of("sweep", ladder=SWEEPS)
+    if PHYSICAL_SOURCE:
+        targets += provenance_of("export_param", source=PHYSICAL_SOURCE, program=["canary", "full"])
+        targets += provenance_of(
+            "replay_physical",
+            source=PHYSICAL_SOURCE,
+            config=PHYSICAL["configs"],
+            rep=range(1, PHYSICAL["repetitions"] + 1),
+        )
+        targets += provenance_of("physical_report")
+        if SWEEPS:
+            targets += provenance_of("calibrate_backends")
+    if PARAM_UPSTREAM_ON:  # workflow/rules/param_upstream.smk
+        targets += provenance_of(
+            "export_param_upstream", source=PHYSICAL_SOURCE, program=["canary", "full"]
+        )
+        reps = range(1, PARAM_UPSTREAM["repetitions"] + 1)
+        targets += provenance_of("replay_param", source=PHYSICAL_SOURCE, rep=reps)
+    targets += provenance_of("search_summary")
     return targets
 
 
@@ -94,15 +123,14 @@ def config_files():
     return list(dict.fromkeys(paths))
 
 
+def alphabeta_plot_labels(wildcards):
+    """Report labels of one alpha/beta plot (``<ladder id>.<kind>``): what it shows."""
+    ladder, _, kind = wildcards.name.rpartition(".")
+    return {"plot": kind.replace("_", " "), "ladder": ladder}
+
+
 def get_alphabeta_input(wildcards):
     return {"ladder": ALPHABETA[wildcards.ladder]["path"]}
-
-
-def reduce_targets():
-    out = []
-    for sid in REDUCED:
-        out.append(f"results/{CAMPAIGN}/provenance/reduce_baseline/{sid}.json")
-    return out
 
 
 def search_summary_inputs(wildcards):
@@ -111,6 +139,7 @@ def search_summary_inputs(wildcards):
         "verifications": [f"results/{CAMPAIGN}/verify/{s}/{b}.json" for s in SOURCES for b in BUDGETS],
         "baselines": [f"results/{CAMPAIGN}/reduce/{s}/verification.json" for s in REDUCED],
         "sidecars": [f"results/{CAMPAIGN}/ingest/{s}.meta.json" for s in SOURCES],
+        "canaries": [f"results/{CAMPAIGN}/search/{s}/canary.json" for s in SOURCES],
     }
 
 
@@ -120,6 +149,9 @@ def summary_inputs(wildcards):
         "sidecars": [f"results/{CAMPAIGN}/ingest/{s}.meta.json" for s in SOURCES],
         "search_logs": [f"results/{CAMPAIGN}/search/{s}/search.json" for s in SOURCES],
         "canaries": [f"results/{CAMPAIGN}/search/{s}/canary.json" for s in SOURCES],
+        "verifications": [f"results/{CAMPAIGN}/search/{s}/verification.json" for s in SOURCES],
+        "verdicts": [f"results/{CAMPAIGN}/compare/{s}.json" for s in SOURCES],
+        "timelines": [f"results/{CAMPAIGN}/timeline/{s}.png" for s in SOURCES],
         "source_reports": [f"results/{CAMPAIGN}/replay/{s}/source.json" for s in SOURCES],
         "baselines": [f"results/{CAMPAIGN}/reduce/{s}/verification.json" for s in REDUCED],
         "physical": physical_summaries(),
@@ -127,9 +159,9 @@ def summary_inputs(wildcards):
     }
 
 
-PHYSICAL = config.get("physical", {})
+PHYSICAL = config["physical"]  # every default is set by the config schema
 PHYSICAL_SOURCE = PHYSICAL.get("source") if PHYSICAL.get("source") in SOURCES else None
-SWEEPS = {w["id"]: w for w in PHYSICAL.get("sweeps", [])}
+SWEEPS = {w["id"]: w for w in PHYSICAL["sweeps"]}
 for _sid in SWEEPS:
     ALPHABETA[_sid] = {"id": _sid, "path": f"results/{CAMPAIGN}/sweeps/{_sid}"}
 
@@ -148,17 +180,20 @@ def physical_attempts(wildcards):
     ]
 
 
-def physical_provenance():
-    if not PHYSICAL_SOURCE:
+# workflow/rules/param_upstream.smk: the optional upstream PARAM replays
+PARAM_UPSTREAM = PHYSICAL["param_upstream"]  # every default is set by the config schema
+PARAM_UPSTREAM_ON = bool(PHYSICAL_SOURCE and PARAM_UPSTREAM["enabled"])
+
+
+def param_upstream_attempts(wildcards):
+    """replay-param archives for the physical report ([] when the switch is off)."""
+    if not PARAM_UPSTREAM_ON:
         return []
-    out = [f"results/{CAMPAIGN}/provenance/export_param/{PHYSICAL_SOURCE}/{p}.json" for p in ("canary", "full")]
-    out += [
-        f"results/{CAMPAIGN}/provenance/replay_physical/{PHYSICAL_SOURCE}/{cfg}/rep{r}.json"
-        for cfg in PHYSICAL["configs"]
-        for r in range(1, PHYSICAL["repetitions"] + 1)
+    return [
+        f"results/{CAMPAIGN}/physical-param/{PHYSICAL_SOURCE}/{program}/rep{r}"
+        for r in range(1, PARAM_UPSTREAM["repetitions"] + 1)
+        for program in ("canary", "full")
     ]
-    out.append(f"results/{CAMPAIGN}/provenance/physical_report.json")
-    return out
 
 
 def get_export_input(wildcards):

@@ -1,6 +1,6 @@
 rule manifest:
     input:
-        records=provenance_targets(),
+        records=provenance_targets,
     output:
         manifest="results/{campaign}/manifest.json",
     params:

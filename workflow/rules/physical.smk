@@ -16,6 +16,22 @@ rule export_param:
         "../../scripts/export_param.py"
 
 
+def physical_predecessor(wildcards):
+    """The attempt that runs just before this one: repetitions run as rounds (every
+    configuration once per round) and the configuration order rotates by one per round,
+    so drift and warm-up favour no configuration; [] for the first."""
+    configs = list(PHYSICAL["configs"])
+    chain = []
+    for rep in range(1, PHYSICAL["repetitions"] + 1):
+        k = (rep - 1) % len(configs)
+        chain += [(cfg, rep) for cfg in configs[k:] + configs[:k]]
+    i = chain.index((wildcards.config, int(wildcards.rep)))
+    if i == 0:
+        return []
+    cfg, rep = chain[i - 1]
+    return [f"results/{wildcards.campaign}/provenance/replay_physical/{wildcards.source}/{cfg}/rep{rep}.json"]
+
+
 rule replay_physical:
     # one job replays the canary and the full program back to back under one
     # configuration; odd repetitions run the canary first, even ones the full program
@@ -23,20 +39,21 @@ rule replay_physical:
     input:
         canary="results/{campaign}/param/{source}/canary",
         full="results/{campaign}/param/{source}/full",
-        physical_configs=PHYSICAL.get("physical_configs", "config/physical.yaml"),
+        physical_configs=PHYSICAL["physical_configs"],
+        after=physical_predecessor,
     output:
         canary=directory("results/{campaign}/physical/{source}/canary/{config}/rep{rep}"),
         full=directory("results/{campaign}/physical/{source}/full/{config}/rep{rep}"),
         prov="results/{campaign}/provenance/replay_physical/{source}/{config}/rep{rep}.json",
     params:
-        backend=PHYSICAL.get("backend", "gloo"),
-        warmup=PHYSICAL.get("warmup", 1),
-        iters=PHYSICAL.get("iters", 3),
-        timeout=PHYSICAL.get("timeout", 900),
+        backend=PHYSICAL["backend"],
+        warmup=PHYSICAL["warmup"],
+        iters=PHYSICAL["iters"],
+        timeout=PHYSICAL["timeout"],
     threads: workflow.cores
     resources:
-        nodes=PHYSICAL.get("nodes", 1),
-        tasks=PHYSICAL.get("nodes", 1) * PHYSICAL.get("nproc", 4),
+        nodes=PHYSICAL["nodes"],
+        tasks=PHYSICAL["nodes"] * PHYSICAL["nproc"],
         mpi="srun",
         runtime=60,
     log:
@@ -49,15 +66,51 @@ rule replay_physical:
         "../../scripts/replay_physical.py"
 
 
+rule calibrate_backends:
+    # simulator configurations of the physical ones, priced from the campaign's own ladders
+    # (docs/simulator.md); a configuration without evidence for an op the replayed programs
+    # use is refused by name
+    input:
+        ladders=lambda wc: [f"results/{wc.campaign}/sweeps/{s}" for s in SWEEPS],
+        physical_configs=PHYSICAL["physical_configs"],
+        canary=f"results/{{campaign}}/param/{PHYSICAL_SOURCE}/canary",
+        full=f"results/{{campaign}}/param/{PHYSICAL_SOURCE}/full",
+    output:
+        backends="results/{campaign}/backends/calibrated.yaml",
+        prov="results/{campaign}/provenance/calibrate_backends.json",
+    params:
+        configs=PHYSICAL["configs"],
+        backend=PHYSICAL["backend"],
+    log:
+        "logs/{campaign}/calibrate_backends.log",
+    benchmark:
+        "benchmarks/{campaign}/calibrate_backends.tsv"
+    conda:
+        ENV
+    script:
+        "../../scripts/calibrate_backends.py"
+
+
 rule physical_report:
     input:
         attempts=physical_attempts,
+        param_attempts=param_upstream_attempts,
+        backends=lambda wc: [f"results/{wc.campaign}/backends/calibrated.yaml"] if SWEEPS else [],
+        canary=f"results/{{campaign}}/param/{PHYSICAL_SOURCE}/canary",
+        full=f"results/{{campaign}}/param/{PHYSICAL_SOURCE}/full",
     output:
         report="results/{campaign}/physical.json",
-        markdown=report("results/{campaign}/physical.md", caption="../report/physical.rst", category="Physical"),
+        markdown="results/{campaign}/physical.md",
+        html=report(
+            "results/{campaign}/physical.html",
+            caption="../report/physical.rst",
+            category="Physical",
+            labels={"page": "canary vs full program"},
+        ),
         prov="results/{campaign}/provenance/physical_report.json",
     params:
         source=PHYSICAL_SOURCE,
+        max_runtime_ratio=PHYSICAL["max_runtime_ratio"],
     log:
         "logs/{campaign}/physical_report.log",
     benchmark:
@@ -68,18 +121,34 @@ rule physical_report:
         "../../scripts/physical_report.py"
 
 
+rule physical_gate:
+    # exit 1 when a decided pair flips between canary and full program or the canary/full
+    # runtime ratio exceeds its threshold; runs after the summary, which shows the verdict
+    input:
+        report="results/{campaign}/physical.json",
+        summary="results/{campaign}/summary.md",
+    output:
+        verdict="results/{campaign}/physical_gate.txt",
+    log:
+        "logs/{campaign}/physical_gate.log",
+    conda:
+        ENV
+    script:
+        "../../scripts/physical_gate.py"
+
+
 rule sweep:
     output:
         ladder=directory("results/{campaign}/sweeps/{ladder}"),
         prov="results/{campaign}/provenance/sweep/{ladder}.json",
     params:
         spec=lambda wc: SWEEPS[wc.ladder],
-        backend=PHYSICAL.get("backend", "gloo"),
-        nproc=PHYSICAL.get("nproc", 4),
+        backend=PHYSICAL["backend"],
+        nproc=PHYSICAL["nproc"],
     threads: workflow.cores
     resources:
         nodes=1,
-        tasks=PHYSICAL.get("nproc", 4),
+        tasks=PHYSICAL["nproc"],
         runtime=30,
     log:
         "logs/{campaign}/sweep/{ladder}.log",

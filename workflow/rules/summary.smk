@@ -2,8 +2,16 @@ rule summary:
     input:
         unpack(summary_inputs),
     output:
-        markdown=report("results/{campaign}/summary.md", caption="../report/summary.rst", category="Summary"),
-        prov="results/{campaign}/provenance-summary.json",
+        markdown="results/{campaign}/summary.md",
+        html=report(
+            "results/{campaign}/summary.html",
+            caption="../report/summary.rst",
+            category="Summary",
+            labels={"page": "campaign summary"},
+        ),
+        prov="results/{campaign}/provenance/summary.json",
+    params:
+        physical_source=PHYSICAL_SOURCE,
     log:
         "logs/{campaign}/summary.log",
     benchmark:

@@ -63,8 +63,12 @@ rule search_summary:
     input:
         unpack(search_summary_inputs),
     output:
-        markdown=report(
-            "results/{campaign}/search.md", caption="../report/search.rst", category="Canaries"
+        markdown="results/{campaign}/search.md",
+        html=report(
+            "results/{campaign}/search.html",
+            caption="../report/search.rst",
+            category="Canaries",
+            labels={"page": "behavior search"},
         ),
         prov="results/{campaign}/provenance/search_summary.json",
     log:

@@ -43,7 +43,12 @@ import pandas as pd
 
 from tracecanary.alphabeta.ladder import busbw_factor
 from tracecanary.errors import ImportRefused, ResourceLimitExceeded
-from tracecanary.limits import check_text_depth, current_limits, refuse_json_constant
+from tracecanary.limits import (
+    check_text_depth,
+    current_limits,
+    refuse_json_constant,
+    refuse_lone_surrogates,
+)
 
 # nccl-tests type names -> element size in bytes (current names and the old ones).
 DTYPE_SIZES: dict[str, int] = {
@@ -63,6 +68,16 @@ DTYPE_SIZES: dict[str, int] = {
     "f8e5m2": 1,
 }
 
+# nccl-tests type names -> the canonical (torch-style) dtype names of formats/vocab.py
+# (names with no canonical counterpart keep their nccl-tests spelling)
+CANONICAL_DTYPE: dict[str, str] = {
+    "char": "int8",
+    "int": "int32",
+    "half": "float16",
+    "float": "float32",
+    "double": "float64",
+}
+
 # perf binary stem -> collective
 PROGRAM_TO_COLLECTIVE: dict[str, str] = {
     "all_reduce": "all_reduce",
@@ -73,7 +88,6 @@ PROGRAM_TO_COLLECTIVE: dict[str, str] = {
     "reduce": "reduce",
     "sendrecv": "sendrecv",
 }
-UNSUPPORTED_PROGRAMS = ("alltoallv", "gather", "scatter", "hypercube")
 
 # Spellings of each collective accepted in file names (tie-break only).
 _FILE_NAME_TOKENS: dict[str, tuple[str, ...]] = {
@@ -757,6 +771,7 @@ def parse_json(
         raise ResourceLimitExceeded("JSON nesting too deep", file=file, field="json") from None
     except ValueError as err:  # NaN / Infinity, or an integer too long to convert
         raise ImportRefused(f"invalid JSON: {err}", file=file, field="json") from None
+    refuse_lone_surrogates(data, doc, file=file)
     if not isinstance(doc, dict):
         raise ImportRefused("top level is not an object", file=file, field="json")
     version = doc.get("version")

@@ -1,55 +1,54 @@
 """Deterministic PNG plots of one analysed ladder (matplotlib, Agg canvas).
 
 Three plots per ladder, drawn from the *report dict* (so they show exactly what the JSON
-says): time vs bytes (log-log) with the fitted segments and the global line, algbw and
-busbw vs bytes with the saturation entry marked, and relative residuals vs bytes.
-
-Determinism: matplotlib's built-in default style (the user's matplotlibrc is ignored), the
-bundled DejaVu fonts, a fixed size and dpi, and PNG metadata without the ``Software`` key
-and without timestamps: the same report gives the same PNG bytes with the same matplotlib
-version. Zero-byte rungs cannot sit on a log axis and are left out (they are excluded from
-every fit anyway).
+says): time vs message size (log-log) with the fitted segments and the global line, algbw
+and busbw vs message size with the saturation entry marked, and relative residuals vs
+message size. Titles name what was measured (collective, dtype, ranks, configuration),
+not the ladder id; message sizes tick as 1K/1M/1G and every axis states its unit
+(``tracecanary.figures``). Determinism is ``tracecanary.figures``'s: the same report gives
+the same PNG bytes with the same matplotlib version. Zero-byte rungs cannot sit on a log
+axis and are left out (they are excluded from every fit anyway).
 """
 
 from __future__ import annotations
 
-import io
+from pathlib import Path
 
-import matplotlib as mpl
-import matplotlib.style as mpl_style
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+
+from tracecanary.figures import (
+    BYTES_AXIS_LABEL,
+    PALETTE,
+    bytes_axis,
+    log_value_axis,
+    new_figure,
+    plot_style,
+    png_bytes,
+)
+from tracecanary.formatting import significant, size
 
 PLOT_KINDS: tuple[str, ...] = ("time_vs_bytes", "algbw_vs_bytes", "residuals")
-_FIGSIZE = (7.5, 4.6)
-_DPI = 100
-_COLORS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#ff7f0e")
-
-
-def _pow10_label(value: float, _pos: int) -> str:
-    """Plain-text tick labels ("1e6") for log axes: no mathtext, so no parser in the loop."""
-    if value <= 0:
-        return ""
-    exponent = int(round(np.log10(value)))
-    return f"1e{exponent}" if np.isclose(value, 10.0**exponent) else ""
-
-
-def _log_axis(axis) -> None:
-    axis.set_major_formatter(FuncFormatter(_pow10_label))
-    axis.set_minor_formatter(NullFormatter())
+_COLORS = PALETTE
+_UNSPECIFIED = "unspecified"
 
 
 def plot_file_name(ladder_id: str, kind: str) -> str:
     return f"{ladder_id}.{kind}.png"
 
 
-def _png_bytes(fig: Figure) -> bytes:
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=_DPI, metadata={"Software": None})
-    return buf.getvalue()
+def ladder_title(ladder: dict, what: str) -> str:
+    """``all_reduce, float32, 8 ranks, <configuration>: <what>`` (the configuration: the
+    placement, reduction op and run where the ladder states them, and its source file)."""
+    parts = [ladder["collective"], ladder["dtype"], f"{ladder['world_size']} ranks"]
+    for key in ("placement", "op"):
+        if ladder.get(key) not in (None, "", _UNSPECIFIED):
+            parts.append(f"{key} {ladder[key]}")
+    if ladder.get("input") or ladder.get("run"):
+        parts.append(f"input {ladder.get('input', 0)} run {ladder.get('run', 0)}")
+    if ladder.get("source"):
+        parts.append(Path(str(ladder["source"])).name)
+    return f"{', '.join(parts)}\n{what}"
 
 
 def _fit_curve(fit: dict, x_min: float, x_max: float) -> tuple[np.ndarray, np.ndarray]:
@@ -61,10 +60,10 @@ def _fit_curve(fit: dict, x_min: float, x_max: float) -> tuple[np.ndarray, np.nd
 
 def _fit_label(name: str, fit: dict) -> str:
     if fit["beta_gbps"] is not None:
-        beta = f"beta={fit['beta_gbps']:.4g} GB/s"
+        beta = f"beta={significant(fit['beta_gbps'])} GB/s"
     else:
         beta = f"beta withheld: {fit['beta_withheld_reason']}"
-    r2 = "n/a" if fit["r2"] is None else f"{fit['r2']:.3f}"
+    r2 = "n/a" if fit["r2"] is None else significant(fit["r2"])
     return f"{name}: {beta} (R2={r2}, n={fit['n_points']})"
 
 
@@ -80,7 +79,7 @@ def _segments(ladder: dict) -> list[tuple[str, dict]]:
 
 
 def _time_plot(ladder: dict) -> Figure:
-    fig = Figure(figsize=_FIGSIZE, dpi=_DPI)
+    fig = new_figure()
     ax = fig.subplots()
     rungs = [r for r in ladder["rungs"] if r["bytes"] > 0]
     inc = [r for r in rungs if r["excluded"] is None]
@@ -130,20 +129,20 @@ def _time_plot(ladder: dict) -> Figure:
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
-    _log_axis(ax.xaxis)
-    _log_axis(ax.yaxis)
-    ax.set_xlabel("bytes")
-    ax.set_ylabel("time (us)")
-    ax.set_title(f"{ladder['id']}: time vs bytes", fontsize=9)
+    bytes_axis(ax.xaxis)
+    log_value_axis(ax.yaxis)
+    ax.set_xlabel(BYTES_AXIS_LABEL)
+    ax.set_ylabel("time per collective (us)")
+    ax.set_title(ladder_title(ladder, "time vs message size"), fontsize=10)
     ax.grid(True, which="major", lw=0.4, alpha=0.5)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="upper left")
-    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.92)
+    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.11, top=0.88)
     return fig
 
 
 def _algbw_plot(ladder: dict) -> Figure:
-    fig = Figure(figsize=_FIGSIZE, dpi=_DPI)
+    fig = new_figure()
     ax = fig.subplots()
     inc = [r for r in ladder["rungs"] if r["bytes"] > 0 and r["excluded"] is None]
     if inc:
@@ -161,21 +160,21 @@ def _algbw_plot(ladder: dict) -> Figure:
         if frac is not None:
             ax.axhline(frac * peak, color="gray", lw=0.8, ls=":", label=f"{frac:g} x peak algbw")
     if entry is not None and entry > 0:
-        ax.axvline(entry, color="#d62728", lw=1.0, ls="--", label=f"saturation entry {entry} B")
+        ax.axvline(entry, color="#d62728", lw=1.0, ls="--", label=f"saturation entry {size(entry)}")
     ax.set_xscale("log")
-    _log_axis(ax.xaxis)
-    ax.set_xlabel("bytes")
+    bytes_axis(ax.xaxis)
+    ax.set_xlabel(BYTES_AXIS_LABEL)
     ax.set_ylabel("bandwidth (GB/s, decimal)")
-    ax.set_title(f"{ladder['id']}: algbw vs bytes", fontsize=9)
+    ax.set_title(ladder_title(ladder, "algbw and busbw vs message size"), fontsize=10)
     ax.grid(True, which="major", lw=0.4, alpha=0.5)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="upper left")
-    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.92)
+    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.11, top=0.88)
     return fig
 
 
 def _residual_plot(ladder: dict) -> Figure:
-    fig = Figure(figsize=_FIGSIZE, dpi=_DPI)
+    fig = new_figure()
     ax = fig.subplots()
     series = [("global", ladder["fits"]["global"], "#d62728", "x")]
     series += [
@@ -194,18 +193,18 @@ def _residual_plot(ladder: dict) -> Figure:
             lw=0.8,
             ms=4,
             color=color,
-            label=f"{name} (MAPE {fit['mape_pct']:.3g}%)",
+            label=f"{name} (MAPE {significant(fit['mape_pct'])}%)",
         )
     ax.axhline(0.0, color="black", lw=0.6)
     ax.set_xscale("log")
-    _log_axis(ax.xaxis)
-    ax.set_xlabel("bytes")
+    bytes_axis(ax.xaxis)
+    ax.set_xlabel(BYTES_AXIS_LABEL)
     ax.set_ylabel("(measured - predicted) / measured (%)")
-    ax.set_title(f"{ladder['id']}: residuals vs bytes", fontsize=9)
+    ax.set_title(ladder_title(ladder, "fit residuals vs message size"), fontsize=10)
     ax.grid(True, which="major", lw=0.4, alpha=0.5)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="best")
-    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.92)
+    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.11, top=0.88)
     return fig
 
 
@@ -214,7 +213,7 @@ def render_ladder_plots(ladder: dict, *, saturation_fraction: float) -> dict[str
     view = dict(ladder)
     view["_saturation_fraction"] = saturation_fraction
     out = {}
-    with mpl_style.context("default"), mpl.rc_context({"font.family": "DejaVu Sans"}):
+    with plot_style():
         for kind, draw in zip(PLOT_KINDS, (_time_plot, _algbw_plot, _residual_plot), strict=True):
-            out[plot_file_name(ladder["id"], kind)] = _png_bytes(draw(view))
+            out[plot_file_name(ladder["id"], kind)] = png_bytes(draw(view))
     return out

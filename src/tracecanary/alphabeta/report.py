@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 
-FORMAT = "tracecanary.alphabeta/v1"
+from tracecanary.formats.ids import ALPHABETA_FORMAT as FORMAT
+
 SIGNIFICANT_DIGITS = 10
 
 FORM_LABELS = {1: "2.20-2.22", 2: "2.23", 3: "2.24+"}

@@ -32,9 +32,8 @@ import pyarrow.parquet as pq
 from tracecanary.alphabeta.ladder import COLLECTIVES, make_ladder
 from tracecanary.canonical import sha256_file
 from tracecanary.errors import ImportRefused, InputError
+from tracecanary.formats.ids import ATTEMPT_FORMAT
 from tracecanary.limits import load_json
-
-ATTEMPT_FORMAT = "tracecanary.attempt/v1"
 
 SWEEP_COLUMNS: dict[str, str] = {
     "collective": "string",

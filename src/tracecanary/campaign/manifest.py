@@ -22,8 +22,7 @@ from tracecanary.canonical import (
     sha256_file,
     write_json,
 )
-
-FORMAT = "tracecanary.campaign.manifest/v1"
+from tracecanary.formats.ids import MANIFEST_FORMAT as FORMAT
 
 
 def build_manifest(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,8 +24,15 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracecanary.canonical import canonical_json_bytes, digest_path, sha256_bytes
+from tracecanary.canonical import (
+    NotRegular,
+    canonical_json_bytes,
+    digest_path,
+    digest_regular_path,
+    sha256_bytes,
+)
 from tracecanary.errors import InputError
+from tracecanary.formats.ids import MANIFEST_FORMAT
 from tracecanary.limits import load_json
 
 REPO = Path(__file__).resolve().parents[3]
@@ -42,8 +50,8 @@ class Mismatch:
 
 def load_manifest(path: str | os.PathLike) -> dict:
     doc = load_json(path)
-    if not isinstance(doc, dict) or doc.get("format") != "tracecanary.campaign.manifest/v1":
-        raise InputError("not a tracecanary.campaign.manifest/v1 document", file=str(path), field="format")
+    if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
+        raise InputError(f"not a {MANIFEST_FORMAT} document", file=str(path), field="format")
     from tracecanary.formats.schemas import validate
 
     validate(doc, "manifest", file=str(path))
@@ -84,20 +92,60 @@ def default_workdir(manifest_path: str | os.PathLike) -> Path:
 
 
 def _digest_or_missing(path: Path) -> str:
-    return digest_path(path) if path.exists() else "missing"
+    """The digest of ``path`` as ``digest_path`` computes it, or what stands in its
+    place: 'missing', or 'a FIFO' / 'a symlink' / ... for anything that is not a regular
+    file or a directory of regular files (never opened, so never followed or blocked
+    on)."""
+    try:
+        return digest_regular_path(path)
+    except FileNotFoundError:
+        return "missing"
+    except NotRegular as err:
+        inside = "" if Path(err.where) == path else f" at {err.where}"
+        return f"a {err.kind}{inside}, not a regular file"
+
+
+def _manifest_root(manifest: dict) -> str:
+    body = {k: v for k, v in manifest.items() if k != "root_sha256"}
+    return sha256_bytes(canonical_json_bytes(body))
+
+
+def check_root_digest(text: str | None) -> str | None:
+    """A pinned root digest (``--expect-root``): 64 hex digits, else InputError."""
+    if text is None:
+        return None
+    digest = text.strip().lower().removeprefix("sha256:")
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise InputError("needs a SHA-256 hex digest (64 hex digits)", field="--expect-root")
+    return digest
 
 
 def verify_manifest(
-    manifest_path: str | os.PathLike, workdir: str | os.PathLike | None = None
+    manifest_path: str | os.PathLike,
+    workdir: str | os.PathLike | None = None,
+    expect_root: str | None = None,
 ) -> list[Mismatch]:
+    """Every mismatch between the manifest and the files it names (see module doc).
+    ``expect_root``: the root digest a reviewer pinned (published with a paper); a
+    different ``root_sha256`` is a mismatch naming both. A FIFO, device, socket or
+    symlink in place of any item (or inside a directory item) is a mismatch by name;
+    it is never opened."""
     manifest = load_manifest(manifest_path)
     root = Path(workdir) if workdir else default_workdir(manifest_path)
     store = root / manifest["config"]["content"].get("store", "results/cas")
     problems: list[Mismatch] = []
-    body = {k: v for k, v in manifest.items() if k != "root_sha256"}
-    root_digest = sha256_bytes(canonical_json_bytes(body))
+    if expect_root is not None and manifest["root_sha256"] != expect_root:
+        problems.append(
+            Mismatch(
+                "manifest root_sha256 (pinned by --expect-root)",
+                expect_root,
+                manifest["root_sha256"],
+            )
+        )
+    root_digest = _manifest_root(manifest)
     if root_digest != manifest["root_sha256"]:
         problems.append(Mismatch("manifest root_sha256", manifest["root_sha256"], root_digest))
+    matched: set[str] = set()
     for item in (
         manifest["config"]["files"]
         + manifest["evidence"]
@@ -107,6 +155,8 @@ def verify_manifest(
         found = _digest_or_missing(root / item["path"])
         if found != item["sha256"]:
             problems.append(Mismatch(item["path"], item["sha256"], found))
+        else:
+            matched.add(item["path"])
     for item in manifest["derived"] + [
         e for e in manifest["evidence"] if e.get("kind") == "recorded"
     ]:
@@ -114,11 +164,12 @@ def verify_manifest(
         found = _digest_or_missing(copy)
         if found != item["sha256"]:
             problems.append(Mismatch(f"store copy of {item['path']}", item["sha256"], found))
-    # each provenance record must state exactly the digests the manifest lists
+    # each provenance record must state exactly the digests the manifest lists (only
+    # records whose bytes matched are read: a mismatched one is already reported)
     listed = {i["path"]: i["sha256"] for i in manifest["derived"] + manifest["evidence"]}
     for rec in manifest["provenance"]:
         path = root / rec["path"]
-        if not path.exists():
+        if rec["path"] not in matched:
             continue
         try:
             statement = load_json(path)
@@ -141,6 +192,59 @@ def verify_manifest(
                     Mismatch(f"{rec['path']} subject {subject.get('name')}", str(want), str(got))
                 )
     return problems
+
+
+def _inputs_of_a_run(manifest: dict) -> list[dict]:
+    """What a regeneration reads and nothing recomputes: config files, evidence and the
+    provenance records of recorded evidence (path + sha256)."""
+    recorded = set(_recorded_provenance(manifest))
+    return (
+        manifest["config"]["files"]
+        + manifest["evidence"]
+        + [p for p in manifest["provenance"] if p["path"] in recorded]
+    )
+
+
+def check_run_inputs(
+    manifest: dict, root: Path, *, file: str, expect_root: str | None = None
+) -> None:
+    """Before anything runs on a campaign someone else sent: the manifest is
+    self-consistent (and has the pinned root, if one is given), every config file,
+    evidence item and recorded provenance record under ``root`` has the digest the
+    manifest lists (InputError naming the first that does not), the effective config
+    is valid with identifiers for path components and a store inside the campaign, and
+    no config file asks for evaluation (yte)."""
+    from tracecanary.campaign.config_check import check_store_inside, refuse_evaluating_config
+    from tracecanary.formats.schemas import validate
+
+    if expect_root is not None and manifest["root_sha256"] != expect_root:
+        raise InputError(
+            f"root_sha256 is {manifest['root_sha256']}, pinned {expect_root}",
+            file=file,
+            field="root_sha256",
+        )
+    found_root = _manifest_root(manifest)
+    if found_root != manifest["root_sha256"]:
+        raise InputError(
+            f"manifest root_sha256 {manifest['root_sha256']} does not match its content "
+            f"({found_root})",
+            file=file,
+            field="root_sha256",
+        )
+    for item in _inputs_of_a_run(manifest):
+        found = _digest_or_missing(root / item["path"])
+        if found != item["sha256"]:
+            raise InputError(
+                f"{item['path']} does not match the manifest: expected {item['sha256']}, "
+                f"found {found}",
+                file=file,
+                field=item["path"],
+            )
+    content = manifest["config"]["content"]
+    validate(content, "config", file=f"{file} (config.content)")
+    check_store_inside(content, file=f"{file} (config.content)")
+    for item in manifest["config"]["files"]:
+        refuse_evaluating_config(root / item["path"])
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -184,18 +288,38 @@ def regenerate(
     workdir: str | os.PathLike,
     source_root: str | os.PathLike | None = None,
     cores: int = 2,
+    expect_root: str | None = None,
 ) -> list[RegenerationRow]:
+    """Re-run the workflow from the evidence alone in a fresh ``workdir`` and compare
+    every derived artifact bit for bit. Before anything is copied or run,
+    ``check_run_inputs`` holds for the source and then again for the copies (exit 2
+    naming the first mismatch; the fresh directory is removed again)."""
     manifest = load_manifest(manifest_path)
     src = Path(source_root) if source_root else default_workdir(manifest_path)
     target = Path(workdir)
-    if target.exists() and any(target.iterdir()):
+    if target.is_symlink() or (target.exists() and (not target.is_dir() or any(target.iterdir()))):
         raise InputError(
             "regeneration needs a fresh (empty or absent) directory",
             file=str(target),
             field="workdir",
         )
+    # nothing is copied, and nothing runs, before the evidence is what the manifest says
+    check_run_inputs(manifest, src, file=str(manifest_path), expect_root=expect_root)
+    created = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
-    lay_out_evidence(manifest, src, target)
+    try:
+        lay_out_evidence(manifest, src, target)
+        check_run_inputs(manifest, target, file=str(manifest_path), expect_root=expect_root)
+    except BaseException:
+        if created:
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            for child in target.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+        raise
     configfile = manifest["config"]["files"][0]["path"]
     cmd = [
         sys.executable,
@@ -322,32 +446,65 @@ def pack(manifest_path: str | os.PathLike, output: str | os.PathLike) -> int:
     return len(files)
 
 
-def unpack(archive: str | os.PathLike, output: str | os.PathLike) -> int:
+MANIFEST_MEMBER = re.compile(r"^results/[^/]+/manifest\.json$")
+
+
+def _archive_manifest(tmp: Path, names: list[str], archive: str) -> tuple[str, dict]:
+    """The one ``results/<campaign>/manifest.json`` among an archive's members."""
+    found = [n for n in names if MANIFEST_MEMBER.match(n)]
+    if len(found) != 1:
+        raise InputError(
+            f"a campaign archive holds exactly one results/<campaign>/manifest.json "
+            f"(found {len(found)})",
+            file=archive,
+            field="member",
+        )
+    return found[0], load_manifest(tmp / found[0])
+
+
+def _check_members_named(manifest: dict, manifest_rel: str, names: list[str], archive: str):
+    """Every file member is the manifest or lies at or under a path the manifest lists
+    for the archive (config, evidence, recorded provenance)."""
+    allowed = set(_members(manifest))
+    for name in names:
+        if name == manifest_rel:
+            continue
+        parts = Path(name).parts
+        if not any("/".join(parts[:i]) in allowed for i in range(1, len(parts) + 1)):
+            raise InputError(
+                f"member {name[:200]!r} is not named by the manifest", file=archive, field="member"
+            )
+
+
+def unpack(
+    archive: str | os.PathLike, output: str | os.PathLike, expect_root: str | None = None
+) -> int:
     """Extract ``archive`` into ``output`` (absent or empty) refusing absolute paths,
-    '..', links and devices, and archives over the resource policy (members' total size
-    over ``max_decompressed_bytes``, more members than ``max_events``), all checked from
-    the member headers before anything is written. Atomic: on any refusal or error
-    ``output`` is left as it was."""
-    from tracecanary.canonical import atomic_output
+    '..', links, devices, a member name given twice, and archives over the resource
+    policy (members' total size over ``max_decompressed_bytes``, more members than
+    ``max_archive_members``), all checked from the member headers before anything is
+    written. Before the result is renamed into place the archive's manifest must hold
+    for what was extracted (``check_run_inputs``: digests of config, evidence and
+    recorded provenance, no yte config) and every member must be named by it. Atomic:
+    on any refusal or error ``output`` is left as it was."""
+    from tracecanary.canonical import atomic_output, check_output_target
     from tracecanary.limits import current_limits
 
     limits = current_limits()
     target = Path(output)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise InputError(
-            "unpack needs a fresh (empty or absent) directory", file=str(target), field="output"
-        )
+    check_output_target(target, directory=True)  # a symlink, a file, a non-empty folder
     if not Path(archive).is_file():
         raise InputError("no such file", file=str(archive))
     limits.check("max_file_bytes", Path(archive).stat().st_size, file=archive)
-    corrupt = (tarfile.TarError, OSError, EOFError, zlib.error)
+    corrupt = (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile)
     try:
         tar = tarfile.open(archive, mode="r:gz")
-    except corrupt as err:
+    except (*corrupt, OSError) as err:
         raise InputError(f"not a campaign archive: {err}", file=str(archive)) from None
     with tar:
         total = 0
         members = []
+        seen: set[str] = set()
         try:
             for member in tar:
                 name = Path(member.name)
@@ -358,13 +515,32 @@ def unpack(archive: str | os.PathLike, output: str | os.PathLike) -> int:
                         file=str(archive),
                         field="member",
                     )
+                key = name.as_posix()
+                if key in seen:
+                    raise InputError(
+                        f"archive member {member.name[:200]!r} appears twice",
+                        file=str(archive),
+                        field="member",
+                    )
+                seen.add(key)
                 total += member.size
                 limits.check("max_decompressed_bytes", total, what="unpacked size", file=archive)
                 members.append(member)
-                limits.check("max_events", len(members), what="archive members", file=archive)
-            with atomic_output(target, directory=True) as tmp:
-                os.chmod(tmp, 0o755)
-                tar.extractall(tmp, members=members, filter="data")
-        except corrupt as err:
+                limits.check(
+                    "max_archive_members", len(members), what="archive members", file=archive
+                )
+        except (*corrupt, OSError) as err:
             raise InputError(f"corrupt campaign archive: {err}", file=str(archive)) from None
+        with atomic_output(target, directory=True) as tmp:
+            os.chmod(tmp, 0o755)
+            try:
+                tar.extractall(tmp, members=members, filter="data")
+            except (*corrupt, OSError) as err:
+                raise InputError(f"corrupt campaign archive: {err}", file=str(archive)) from None
+            names = [Path(m.name).as_posix() for m in members if m.isfile()]
+            manifest_rel, manifest = _archive_manifest(tmp, names, str(archive))
+            _check_members_named(manifest, manifest_rel, names, str(archive))
+            check_run_inputs(
+                manifest, tmp, file=f"{archive}: {manifest_rel}", expect_root=expect_root
+            )
     return len(members)

@@ -1,23 +1,158 @@
-"""Human-readable summaries of a campaign (Markdown), built only from its artifacts."""
+"""Human-readable summaries of a campaign (Markdown, and the same page as HTML), built
+only from its artifacts.
+
+Numbers follow ``tracecanary.formatting`` (3 significant digits for ratios, binary units for
+bytes, human units for times). One byte count per canary: the size of the canary file as
+written (``search/<source>/canary.json``, its verification stamp included), the same on
+every page. From ``summary.md`` alone a reader can tell, per source, how big the canary is,
+what fraction of the source it executes, whether it is verified and whether the physical
+replay agreed.
+"""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
+from tracecanary.campaign.html import write_markdown_page
 from tracecanary.canonical import write_text
+from tracecanary.formatting import count, duration_us, percent, ratio, size, times
+
+SIZE_MEANING = (
+    "the canary file as written (`search/<source>/canary.json`, verification stamp included)"
+)
+TOP_FAILED_CHECKS = 8
 
 
 def _load(path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def _fmt_settings(settings: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in settings.items())
+def _by_source(paths, suffix: str = "") -> dict[str, dict]:
+    """``{source: document}`` for paths named ``.../<source>/<file>`` (or ``<source><suffix>``)."""
+    out = {}
+    for p in map(Path, paths):
+        source = p.name[: -len(suffix)] if suffix else p.parent.name
+        out[source] = _load(p)
+    return out
+
+
+def _write(path, lines: list[str], html) -> str:
+    text = "\n".join(lines).rstrip("\n") + "\n"
+    if html is not None:
+        write_markdown_page(html, text)
+    return write_text(path, text)
+
+
+def canary_size(canary_path) -> str:
+    """The one byte count of a canary: its file, human and exact (``33.0 KiB (33,792 B)``)."""
+    n = Path(canary_path).stat().st_size
+    return f"{size(n)} ({count(n)} B)"
+
+
+def executed_fraction(stats: dict) -> str:
+    executed, logical = stats["occurrences_executed"], stats["occurrences_logical"]
+    share = executed / logical if logical else 1.0
+    return f"{count(executed)} of {count(logical)} ({percent(share)})"
 
 
 def _statuses(doc: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in doc["statuses"].items())
+
+
+# --- search.md -------------------------------------------------------------------------
+
+
+def _budget_label(ns: int) -> str:
+    """A searched budget as configured (``8 us``): an exact setting, not a measurement."""
+    return "lossless" if ns == 0 else f"{ns / 1000:g} us"
+
+
+def _outcome(entries: list[dict]) -> str:
+    chosen = [e for e in entries if e.get("chosen")]
+    if chosen:
+        return "**chosen**"
+    accepted = [e for e in entries if e.get("accepted")]
+    if accepted:
+        return "accepted, later superseded"
+    reasons = Counter(e.get("reason", "") for e in entries)
+    return "; ".join(f"{r} ({n})" if n > 1 else r for r, n in reasons.most_common(2))
+
+
+def budget_table(candidates: list[dict]) -> list[str]:
+    """One row per budget: its compile, its refinements summarised, the outcome."""
+    by_budget: dict[int, list[dict]] = {}
+    for e in candidates:
+        if "budget_ns" in e["settings"]:
+            by_budget.setdefault(int(e["settings"]["budget_ns"]), []).append(e)
+    lines = [
+        "| budget | candidates (compile + refinements) | verified | smallest verified size "
+        "| executes | outcome |",
+        "|---|---|---|---|---|---|",
+    ]
+    for ns in sorted(by_budget):
+        entries = by_budget[ns]
+        verified = [e for e in entries if e.get("claim") == "verified"]
+        best = min(verified, key=lambda e: e["bytes"]) if verified else None
+        refined = sum(1 for e in entries if e["stage"] == "refine")
+        tried = f"1 + {refined}" if refined else "1"
+        lines.append(
+            f"| {_budget_label(ns)} | {tried} | {len(verified)} of {len(entries)} | "
+            f"{size(best['bytes']) if best else '-'} | "
+            f"{count(best['occurrences_executed']) if best else '-'} | {_outcome(entries)} |"
+        )
+    return lines
+
+
+def execution_table(candidates: list[dict]) -> list[str]:
+    rows = [e for e in candidates if e["stage"] == "execution"]
+    if not rows:
+        return []
+    lines = [
+        "Reduced execution of the chosen canary (steady-state repetitions executed at most "
+        "k times, weighted; tail windows whole):",
+        "",
+        "| k | claim | size | executes | outcome |",
+        "|---|---|---|---|---|",
+    ]
+    for e in rows:
+        lines.append(
+            f"| {e['settings'].get('max_executed_repeats', '')} | {e.get('claim', '-')} | "
+            f"{size(e['bytes']) if 'bytes' in e else '-'} | "
+            f"{count(e['occurrences_executed']) if 'occurrences_executed' in e else '-'} | "
+            f"{_outcome([e])} |"
+        )
+    return lines
+
+
+def rejected_checks(candidates: list[dict]) -> list[str]:
+    """The rejected candidates and the behavior checks that failed most often."""
+    rejected = [e for e in candidates if e.get("claim") not in (None, "verified")]
+    refused = [e for e in candidates if "claim" not in e]
+    if not rejected and not refused:
+        return ["Every candidate compiled and verified."]
+    tally: Counter[str] = Counter()
+    configs: dict[str, set[str]] = {}
+    for e in rejected:
+        for check in e.get("failed_checks", []):
+            config, _, metric = check.rpartition(":")
+            tally[metric] += 1
+            configs.setdefault(metric, set()).add(config or "-")
+    lines = [
+        f"Rejected by verification: {len(rejected)} candidates; refused at compile: {len(refused)}."
+    ]
+    if tally:
+        top = ", ".join(
+            f"`{m}` ({n}; {', '.join(sorted(configs[m]))})"
+            for m, n in tally.most_common(TOP_FAILED_CHECKS)
+        )
+        lines.append("")
+        lines.append(
+            f"Checks that failed most often (candidates; configurations; first ten failures "
+            f"of each candidate are logged): {top}."
+        )
+    return lines
 
 
 def search_section(
@@ -26,13 +161,14 @@ def search_section(
     verifications: dict[str, dict],
     baseline: dict | None,
     sidecar: dict | None,
+    canary_path=None,
 ) -> list[str]:
     lines = [f"## {source}", ""]
     if sidecar:
-        lines.append(
-            f"Source: {sidecar['events']:,} rank events; {sidecar['meta'].get('source', '')}."
-        )
-        lines.append("")
+        lines += [
+            f"Source: {count(sidecar['events'])} rank events; {sidecar['meta'].get('source', '')}.",
+            "",
+        ]
     lines += [
         "Compiled canaries, each verified against the whole source:",
         "",
@@ -41,22 +177,21 @@ def search_section(
     ]
     for budget, doc in verifications.items():
         lines.append(f"| {budget} | **{doc['claim']}** | {_statuses(doc)} |")
-    lines += ["", "Behavior search (greedy; every candidate verified in full):", ""]
-    lines += [
-        "| stage | settings | bytes | records | executed | claim | accepted | reason |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for e in log["candidates"]:
-        lines.append(
-            f"| {e['stage']} | {_fmt_settings(e['settings'])} | {e.get('bytes', '')} | {e.get('records', '')} | "
-            f"{e.get('occurrences_executed', '')} | {e.get('claim', '')} | {'yes' if e.get('accepted') else 'no'}"
-            f"{' (chosen)' if e.get('chosen') else ''} | {e.get('reason', '')} |"
-        )
+    lines += ["", "Behavior search (greedy; every candidate verified in full), per budget:", ""]
+    lines += budget_table(log["candidates"])
+    execution = execution_table(log["candidates"])
+    lines += ["", *execution] if execution else []
+    lines += ["", *rejected_checks(log["candidates"])]
     chosen = log.get("chosen")
     if chosen:
+        file_size = f"{canary_size(canary_path)}, " if canary_path else ""
         lines += [
             "",
-            f"Chosen canary: {chosen['bytes']:,} bytes, {chosen['records']:,} records, executes {chosen['occurrences_executed']:,} occurrences; claim **verified** (sha256 `{log.get('canary_sha256')}`).",
+            f"Chosen canary: {file_size}{count(chosen['records'])} records, executes "
+            f"{count(chosen['occurrences_executed'])} occurrences; claim **verified** "
+            f"(sha256 `{log.get('canary_sha256')}`). Candidate sizes above are the canonical "
+            "JSON the search compared, before the verification stamp; the canary's size is "
+            f"{SIZE_MEANING}, as in summary.md.",
         ]
     else:
         lines += ["", "No candidate passed verification: no canary was chosen."]
@@ -66,22 +201,29 @@ def search_section(
             "",
             "ddmin baseline (ranking-only oracle), verified the same way:",
             "",
-            f"- occurrences executed: {baseline['canary']['occurrences_executed']} of {baseline['source']['occurrences']}",
+            f"- occurrences executed: {count(baseline['canary']['occurrences_executed'])} of "
+            f"{count(baseline['source']['occurrences'])}",
             f"- statuses: {_statuses(baseline)}; claim **{baseline['claim']}**",
-            f"- ranking decisions changed: {changed} of {baseline['ranking']['decisions_checked']}; failed behavior checks: {baseline['summary']['failed']} of {baseline['summary']['checks']}",
-            "- why it is rejected: it keeps every pairwise ranking while losing the workload's latency distribution, queueing and tail events.",
+            f"- ranking decisions changed: {changed} of "
+            f"{baseline['ranking']['decisions_checked']}; failed behavior checks: "
+            f"{baseline['summary']['failed']} of {baseline['summary']['checks']}",
+            "- why it is rejected: it keeps every pairwise ranking while losing the workload's "
+            "latency distribution, queueing and tail events.",
         ]
     lines.append("")
     return lines
 
 
-def write_search_summary(path, logs, verifications, baselines, sidecars) -> str:
+def write_search_summary(
+    path, logs, verifications, baselines, sidecars, canaries=(), *, html=None
+) -> str:
+    """search.md (and, with ``html``, the same page as HTML); returns search.md's SHA-256."""
     by_source_verify: dict[str, dict[str, dict]] = {}
-    for v in verifications:
-        p = Path(v)
-        by_source_verify.setdefault(p.parent.name, {})[p.stem] = _load(p)
-    base = {Path(b).parent.name: _load(b) for b in baselines}
-    sides = {Path(s).name[: -len(".meta.json")]: _load(s) for s in sidecars}
+    for v in map(Path, verifications):
+        by_source_verify.setdefault(v.parent.name, {})[v.stem] = _load(v)
+    base = _by_source(baselines)
+    sides = _by_source(sidecars, ".meta.json")
+    canary_files = {Path(c).parent.name: c for c in canaries}
     lines = [
         "# Behavior search",
         "",
@@ -96,13 +238,188 @@ def write_search_summary(path, logs, verifications, baselines, sidecars) -> str:
             by_source_verify.get(source, {}),
             base.get(source),
             sides.get(source),
+            canary_files.get(source),
         )
-    return write_text(path, "\n".join(lines))
+    return _write(path, lines, html)
+
+
+# --- summary.md ------------------------------------------------------------------------
 
 
 def _workload_order(report: dict) -> list[str]:
     configs = report["configs"]
     return sorted(configs, key=lambda c: (configs[c]["latency"]["mean_ns"], c))
+
+
+def physical_verdict(doc: dict) -> str:
+    """Whether the physical replay's canary and full program rank the configurations alike,
+    in one phrase (``agreed (mean, p50, p99: 3 of 3 pairs each)``)."""
+    agreement = doc.get("ranking_agreement") or {}
+    judged = {m: a for m, a in agreement.items() if a.get("agreement") is not None}
+    gate = doc.get("gate")
+    gate_text = f"; physical gate **{gate['status']}**" if gate else ""
+    if not judged:
+        return f"not judged (fewer than two complete configurations){gate_text}"
+    split = sorted(m for m, a in judged.items() if a["agreeing_pairs"] < a["pairs"])
+    pairs = max(a["pairs"] for a in judged.values())
+    if not split:
+        return f"**agreed** ({', '.join(sorted(judged))}: {pairs} of {pairs} pairs each){gate_text}"
+    return f"**disagreed** on {', '.join(split)} (of {', '.join(sorted(judged))}){gate_text}"
+
+
+def _runtime_ratios(doc: dict) -> str:
+    ratios = {
+        name: e.get("runtime_reduction")
+        for name, e in (doc.get("configs") or {}).items()
+        if e.get("runtime_reduction") is not None
+    }
+    return ", ".join(f"{name} {ratio(r)}" for name, r in ratios.items()) or "-"
+
+
+def sources_table(
+    canaries, sides: dict, verifications: dict, physical: dict | None, physical_source
+) -> list[str]:
+    lines = [
+        "| source | rank events | occurrences | canary size | byte compression (source / "
+        "canary) | executes (fraction) | claim | physical replay |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for canary_path in canaries:
+        source = Path(canary_path).parent.name
+        c = _load(canary_path)
+        st = c["stats"]
+        verification = verifications.get(source)
+        statuses = f" ({_statuses(verification)})" if verification else ""
+        if physical is not None and source == physical_source:
+            phys = physical_verdict(physical)
+        else:
+            phys = "not run"
+        events = sides.get(source, {}).get("events")
+        lines.append(
+            f"| {source} | {count(events) if events is not None else '?'} | "
+            f"{count(st['occurrences_logical'])} | {canary_size(canary_path)} | "
+            f"{times(st['byte_compression'])} | {executed_fraction(st)} | "
+            f"**{c['claim']}**{statuses} | {phys} |"
+        )
+    return lines
+
+
+def verdicts_section(verdicts) -> list[str]:
+    if not verdicts:
+        return []
+    lines = [
+        "## Rollout gate (simulator, on the searched canary)",
+        "",
+        "| source | baseline -> candidate | verdict | tripped thresholds |",
+        "|---|---|---|---|",
+    ]
+    for path in verdicts:
+        doc = _load(path)
+        tripped = doc.get("tripped", [])
+        pair = {(t["baseline_config"], t["candidate_config"]) for t in tripped}
+        names = ", ".join(
+            f"{t['metric']} {'+' if t['relative'] >= 0 else ''}{percent(t['relative'])} "
+            f"(limit {t['threshold'].split('=')[-1]})"
+            for t in tripped
+        )
+        configs = " ".join(f"{a} -> {b}" for a, b in sorted(pair)) or "-"
+        lines.append(
+            f"| {Path(path).stem} | {configs} | **{doc['verdict']}** | {names or 'none'} |"
+        )
+    return lines + [
+        "",
+        "A gate over simulator reports: a regression in the model, not silicon.",
+        "",
+    ]
+
+
+def rankings_section(source_reports) -> list[str]:
+    lines = ["## Isolated vs workload ranking (simulator)", ""]
+    for report_path in source_reports:
+        source = Path(report_path).parent.name
+        r = _load(report_path)
+        iso = r.get("rankings", {}).get("isolated", {}).get("order")
+        lines.append(
+            f"- {source}: workload (mean latency) `{' < '.join(_workload_order(r))}`"
+            + (f"; isolated `{' < '.join(iso)}`" if iso else "")
+        )
+        inv = r.get("rankings", {}).get("isolated_vs_workload", {})
+        flipped = sum(1 for m in inv.values() for p in m.get("pairs", []) if p.get("inverted"))
+        if inv:
+            lines.append(f"  - pairs whose isolated winner loses in the workload: {flipped}")
+    return lines + [""]
+
+
+def baselines_section(baselines) -> list[str]:
+    if not baselines:
+        return []
+    lines = ["## The ddmin baseline and why it is rejected", ""]
+    for b in baselines:
+        doc = _load(b)
+        kept = doc["ranking"]["decisions_checked"] - len(doc["ranking"]["changed"])
+        lines.append(
+            f"- {Path(b).parent.name}: ddmin kept "
+            f"{count(doc['canary']['occurrences_executed'])} of "
+            f"{count(doc['source']['occurrences'])} occurrences with all {kept} of "
+            f"{doc['ranking']['decisions_checked']} ranking decisions; behavior "
+            f"**{doc['statuses']['behavior']}**, ranking {doc['statuses']['ranking']}, claim "
+            f"**{doc['claim']}** ({doc['summary']['failed']} of {doc['summary']['checks']} "
+            "behavior checks fail)."
+        )
+    return lines + [""]
+
+
+def physical_section(physical: dict | None, physical_source) -> list[str]:
+    if physical is None:
+        return []
+    return [
+        "## Physical replay (real collectives)",
+        "",
+        f"Source `{physical_source}`: canary vs full program ranking {physical_verdict(physical)}; "
+        f"canary/full runtime per configuration (one pass, median): {_runtime_ratios(physical)}. "
+        "Details in physical.md.",
+        "",
+        *[f"- gate: {reason}" for reason in (physical.get("gate") or {}).get("reasons", [])],
+        "",
+    ]
+
+
+def alphabeta_section(alphabeta_fits) -> list[str]:
+    if not alphabeta_fits:
+        return []
+    lines = [
+        "## Alpha/beta",
+        "",
+        "| ladder | collective | ranks | global R2 / MAPE | large-message beta (GB/s) | "
+        "alpha | saturation entry |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for f in alphabeta_fits:
+        for ladder in _load(f)["ladders"]:
+            g = ladder["fits"]["global"]
+            lm = ladder["fits"].get("large_message") or {}
+            beta = lm.get("beta_gbps")
+            beta_txt = (
+                ratio(beta) if beta is not None else f"withheld ({lm.get('beta_withheld_reason')})"
+            )
+            alpha = lm.get("alpha_us")
+            alpha_txt = (
+                ""
+                if alpha is None
+                else f"{duration_us(alpha)}{'*' if lm.get('alpha_extrapolated') else ''}"
+            )
+            entry = ladder.get("saturation_entry_bytes")
+            lines.append(
+                f"| {ladder['id']} | {ladder['collective']} | {ladder['world_size']} | "
+                f"{ratio(g['r2'])} / {ratio(g['mape_pct'])}% | {beta_txt} | {alpha_txt} | "
+                f"{size(entry) if entry else '-'} |"
+            )
+    return lines + [
+        "",
+        "`*` alpha extrapolated (the ladder never approaches zero bytes). A global line with "
+        "high R2 and large MAPE is the classic trap; see each fit.md.",
+        "",
+    ]
 
 
 def write_campaign_summary(
@@ -117,96 +434,46 @@ def write_campaign_summary(
     baselines,
     physical,
     alphabeta_fits,
+    verifications=(),
+    verdicts=(),
+    physical_source=None,
+    html=None,
 ) -> str:
-    """One page: what the campaign showed, each line traceable to an artifact."""
+    """One page: what the campaign showed, each line traceable to an artifact (see module
+    doc); with ``html``, the same page as HTML. Returns summary.md's SHA-256."""
+    del search_logs  # every candidate's statuses are on search.md
     manifest = _load(manifest_path)
+    physical_doc = _load(physical[0]) if physical else None
     lines = [
         f"# Campaign `{campaign}`",
         "",
-        f"Manifest root digest: `{manifest['root_sha256']}` ({len(manifest['evidence'])} evidence items, {len(manifest['derived'])} derived artifacts). `tracecanary manifest verify {manifest_path}` recomputes every digest.",
+        f"Manifest root digest: `{manifest['root_sha256']}` ({len(manifest['evidence'])} "
+        f"evidence items, {len(manifest['derived'])} derived artifacts). "
+        f"`tracecanary manifest verify {manifest_path}` recomputes every digest.",
         "",
-    ]
-    lines += [
         "## Sources and canaries",
         "",
-        "| source | rank events | occurrences | canary bytes | byte compression | executes / logical | claim |",
-        "|---|---|---|---|---|---|---|",
+        f"Canary size: {SIZE_MEANING}. Executes: the occurrences the canary replays (reduced "
+        "execution, weighted) of the source's logical occurrences. Claim: the verifier's, "
+        "against the whole source in the simulator. Physical replay: whether the canary and "
+        "the full program rank the physical configurations alike on real collectives.",
+        "",
     ]
-    sides = {Path(s).name[: -len(".meta.json")]: _load(s) for s in sidecars}
-    for canary_path in canaries:
-        source = Path(canary_path).parent.name
-        c = _load(canary_path)
-        st = c["stats"]
-        lines.append(
-            f"| {source} | {sides.get(source, {}).get('events', '?'):,} | {st['occurrences_logical']:,} | {st['bytes_canary']:,} | "
-            f"{st['byte_compression']}x | {st['occurrences_executed']:,} / {st['occurrences_logical']:,} ({st['execution_reduction']:.3f}) | {c['claim']} |"
-        )
+    lines += sources_table(
+        canaries,
+        _by_source(sidecars, ".meta.json"),
+        _by_source(verifications),
+        physical_doc,
+        physical_source,
+    )
     lines += ["", "Verification statuses of every search candidate are in `search.md`.", ""]
-    lines += ["## Isolated vs workload ranking (simulator)", ""]
-    for report_path in source_reports:
-        source = Path(report_path).parent.name
-        r = _load(report_path)
-        iso = r.get("rankings", {}).get("isolated", {}).get("order")
-        lines.append(
-            f"- {source}: workload (mean latency) `{' < '.join(_workload_order(r))}`"
-            + (f"; isolated `{' < '.join(iso)}`" if iso else "")
-        )
-        inv = r.get("rankings", {}).get("isolated_vs_workload", {})
-        flipped = sum(1 for m in inv.values() for p in m.get("pairs", []) if p.get("inverted"))
-        if inv:
-            lines.append(f"  - pairs whose isolated winner loses in the workload: {flipped}")
-    lines += [""]
-    if baselines:
-        lines += ["## The ddmin baseline and why it is rejected", ""]
-        for b in baselines:
-            doc = _load(b)
-            source = Path(b).parent.name
-            lines.append(
-                f"- {source}: ddmin kept {doc['canary']['occurrences_executed']} of {doc['source']['occurrences']} occurrences with all "
-                f"{doc['ranking']['decisions_checked'] - len(doc['ranking']['changed'])} of {doc['ranking']['decisions_checked']} ranking decisions; "
-                f"behavior **{doc['statuses']['behavior']}**, ranking {doc['statuses']['ranking']}, claim **{doc['claim']}** "
-                f"({doc['summary']['failed']} of {doc['summary']['checks']} behavior checks fail)."
-            )
-        lines.append("")
-    if physical:
-        lines += ["## Physical replay (real collectives)", ""]
-        for p in physical:
-            doc = _load(p)
-            lines += doc.get("summary_lines", [f"- {Path(p).name}: see file"])
-        lines.append("")
-    if alphabeta_fits:
-        lines += [
-            "## Alpha/beta",
-            "",
-            "| ladder | collective | n | global r2 / MAPE | large-message beta (GB/s) | alpha (us) | saturation entry |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for f in alphabeta_fits:
-            doc = _load(f)
-            for ladder in doc["ladders"]:
-                g = ladder["fits"]["global"]
-                lm = ladder["fits"].get("large_message") or {}
-                beta = lm.get("beta_gbps")
-                beta_txt = (
-                    f"{beta:.3g}"
-                    if beta is not None
-                    else f"withheld ({lm.get('beta_withheld_reason')})"
-                )
-                alpha = lm.get("alpha_us")
-                alpha_txt = (
-                    ""
-                    if alpha is None
-                    else f"{alpha:.3g}{'*' if lm.get('alpha_extrapolated') else ''}"
-                )
-                lines.append(
-                    f"| {ladder['id']} | {ladder['collective']} | {ladder['world_size']} | {g['r2']:.4f} / {g['mape_pct']:.1f}% | {beta_txt} | {alpha_txt} | {ladder.get('saturation_entry_bytes')} |"
-                )
-        lines += [
-            "",
-            "`*` alpha extrapolated (the ladder never approaches zero bytes). A global line with high r2 and large MAPE is the classic trap; see each fit.md.",
-            "",
-        ]
+    lines += verdicts_section(verdicts)
+    lines += rankings_section(source_reports)
+    lines += baselines_section(baselines)
+    lines += physical_section(physical_doc, physical_source)
+    lines += alphabeta_section(alphabeta_fits)
     lines += [
-        "All simulator numbers are claims about a model of contention and overlap, not about silicon; physical numbers come from the attempt archives kept as evidence."
+        "All simulator numbers are claims about a model of contention and overlap, not about "
+        "silicon; physical numbers come from the attempt archives kept as evidence."
     ]
-    return write_text(path, "\n".join(lines) + "\n")
+    return _write(path, lines, html)

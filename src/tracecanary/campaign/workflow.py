@@ -1,9 +1,10 @@
 """The bridge between Snakemake ``script:`` adapters and the library.
 
-``run_rule(snakemake, work, deterministic=...)`` runs one stage function, logs to the
-rule's log file, then writes the provenance record (output ``prov``) and stores every
-output in the content-addressed store. A stage error is written to the log as one line
-and re-raised, so Snakemake marks the job failed and removes its outputs.
+Every ``scripts/<rule>.py`` is ``run_rule(snakemake)``: it runs the rule's stage (looked up
+by rule name in ``tracecanary.campaign.stages``), logs to the rule's log file, then, when the
+rule has a ``prov`` output, writes the provenance record there and stores every output in
+the content-addressed store. A stage error is written to the log as one line and re-raised,
+so Snakemake marks the job failed and removes its outputs.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from tracecanary.errors import TraceCanaryError
 from tracecanary.campaign.provenance import statement, write_statement
+from tracecanary.campaign.stages import RECORDED_RULES, STAGES, cli
+from tracecanary.errors import TraceCanaryError
+
+__all__ = ["PROVENANCE_OUTPUT", "cli", "run_rule"]
 
 PROVENANCE_OUTPUT = "prov"
 
@@ -38,9 +42,21 @@ def _jsonable(value: Any) -> Any:
 
 
 def run_rule(
-    snakemake, work: Callable[[], Any], *, deterministic: bool = True, store: str | None = None
+    snakemake,
+    work: Callable[[], Any] | None = None,
+    *,
+    deterministic: bool | None = None,
+    store: str | None = None,
 ) -> Any:
-    """Run ``work`` for a Snakemake job and record its provenance (see module doc)."""
+    """Run the job's stage and record its provenance (see module doc).
+
+    ``work`` defaults to the rule's stage in ``STAGES``; ``deterministic`` defaults to
+    whether the rule is one whose outputs are measurements (``RECORDED_RULES``)."""
+    if work is None:
+        stage = STAGES[snakemake.rule]
+        work = lambda: stage(snakemake)  # noqa: E731
+    if deterministic is None:
+        deterministic = snakemake.rule not in RECORDED_RULES
     log_path = snakemake.log[0] if len(snakemake.log) else None
     log = open(log_path, "w") if log_path else sys.stderr
     try:
@@ -53,6 +69,9 @@ def run_rule(
             except Exception:
                 traceback.print_exc()
                 raise
+        prov = getattr(snakemake.output, PROVENANCE_OUTPUT, None)
+        if prov is None:  # the manifest: it binds the records, it has none of its own
+            return result
         outputs = {k: v for k, v in _named(snakemake.output).items() if k != PROVENANCE_OUTPUT}
         params = {k: _jsonable(v) for k, v in _named(snakemake.params).items()}
         record = statement(
@@ -63,23 +82,10 @@ def run_rule(
             outputs=outputs,
             deterministic=deterministic,
         )
-        prov = getattr(snakemake.output, PROVENANCE_OUTPUT)
         if store is None:
-            store = snakemake.config.get("store", "results/cas")
+            store = snakemake.config["store"]
         write_statement(prov, record, store)
         return result
     finally:
         if log is not sys.stderr:
             log.close()
-
-
-def cli(argv: list[str], ok_codes: tuple[int, ...] = (0,)) -> int:
-    """Run one ``tracecanary`` stage in-process; raise unless its exit code is in
-    ``ok_codes`` (a gate that did not hold, exit 1, is a recorded result for the
-    verification and compare rules; its one-line error is already in the rule's log)."""
-    from tracecanary.cli import main
-
-    code = main([str(a) for a in argv])
-    if code not in ok_codes:
-        raise SystemExit(f"tracecanary {argv[0]} exited {code}")
-    return code

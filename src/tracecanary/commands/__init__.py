@@ -1,1 +1,64 @@
 """One module per CLI stage; each defines ``register(subparsers)`` (see tracecanary.cli)."""
+
+
+def add_force_option(parser) -> None:
+    """``--force``: a directory output may replace an existing non-empty directory
+    (never the current directory or an ancestor; see ``canonical.check_output_target``)."""
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing non-empty output directory (default: refuse, exit 2)",
+    )
+
+
+def add_backends_option(parser) -> None:
+    """``--backends B``: simulator configurations (default: the shipped example)."""
+    parser.add_argument(
+        "--backends",
+        default=None,
+        metavar="B",
+        help="simulator configurations YAML "
+        "(default: the shipped example, tracecanary/defaults/backends.yaml)",
+    )
+
+
+def add_tolerances_option(parser) -> None:
+    """``--tolerances T``: behavior-verification tolerances (default: the shipped ones)."""
+    parser.add_argument(
+        "--tolerances",
+        metavar="T",
+        help="tolerances YAML (default: the shipped tracecanary/defaults/tolerances.yaml)",
+    )
+
+
+def add_configs_option(parser, *, what: str) -> None:
+    """``--config NAME`` (repeatable): the simulator configurations to ``what`` (default all)."""
+    parser.add_argument(
+        "--config",
+        action="append",
+        metavar="NAME",
+        help=f"configurations to {what} (repeatable; default: all)",
+    )
+
+
+def add_rendezvous_options(parser) -> None:
+    """``--nnodes``, ``--node-rank``, ``--rdzv-endpoint``, ``--rdzv-id``: where the ranks
+    of a multi-node run meet (see ``physical.launch.Topology``)."""
+    parser.add_argument("--nnodes", type=int, default=1, help="nodes taking part")
+    parser.add_argument(
+        "--node-rank",
+        type=int,
+        default=None,
+        help="static rendezvous: this node's rank (default: none; needed when --nnodes > 1)",
+    )
+    parser.add_argument(
+        "--rdzv-endpoint",
+        default=None,
+        metavar="HOST:PORT",
+        help="multi-node rendezvous endpoint (default: none; needed when --nnodes > 1)",
+    )
+    parser.add_argument(
+        "--rdzv-id",
+        default=None,
+        help="multi-node: id shared by all nodes, names the staging dir (default: none)",
+    )

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from tracecanary.formats.vocab import LADDER_COLLECTIVES as COLLECTIVES
 from tracecanary.errors import InputError
+from tracecanary.formats.vocab import LADDER_COLLECTIVES as COLLECTIVES
 
 
 def register(sub) -> None:
@@ -31,37 +31,38 @@ def register(sub) -> None:
         "--tuning",
         action="append",
         metavar="LOG",
-        help="NCCL_DEBUG_SUBSYS=TUNING log (repeatable; may be the nccl-tests stdout itself)",
+        help="NCCL_DEBUG_SUBSYS=TUNING log (repeatable; may be the nccl-tests stdout itself; default: none)",
     )
-    p.add_argument("--world-size", type=int, metavar="N", help="ranks, for inputs that do not say")
+    p.add_argument(
+        "--world-size",
+        type=int,
+        metavar="N",
+        help="ranks, for inputs that do not say (default: what each input says)",
+    )
     p.add_argument(
         "--collective",
         choices=COLLECTIVES,
-        help="collective of old-layout runs that do not name it and whose rows are ambiguous",
+        help="collective of old-layout runs that do not name it and whose rows are ambiguous (default: what each input says)",
     )
-    p.add_argument(
-        "--r2-min", type=float, default=0.9, help="withhold beta below this R2 (default 0.9)"
-    )
+    p.add_argument("--r2-min", type=float, default=0.9, help="withhold beta below this R2")
     p.add_argument(
         "--share-min",
         type=float,
         default=0.25,
-        help="withhold beta below this transfer share of the largest latency (default 0.25)",
+        help="withhold beta below this transfer share of the largest latency",
     )
-    p.add_argument(
-        "--cv-max-pct", type=float, default=5.0, help="flag rungs whose CV exceeds this (default 5)"
-    )
+    p.add_argument("--cv-max-pct", type=float, default=5.0, help="flag rungs whose CV exceeds this")
     p.add_argument(
         "--saturation-fraction",
         type=float,
         default=0.8,
-        help="saturation entry: algbw stays >= this fraction of the peak (default 0.8)",
+        help="saturation entry: algbw stays >= this fraction of the peak",
     )
     p.add_argument(
         "--plateau-pct",
         type=float,
         default=5.0,
-        help="latency plateau: median within this %% of the smallest size's (default 5)",
+        help="latency plateau: median within this %% of the smallest size's",
     )
     p.add_argument(
         "-o",
@@ -70,8 +71,16 @@ def register(sub) -> None:
         metavar="FIT_JSON",
         help="fit JSON (tracecanary.alphabeta/v1)",
     )
-    p.add_argument("--markdown", metavar="FIT_MD", help="Markdown report")
-    p.add_argument("--plot-dir", metavar="DIR", help="write three PNG plots per ladder here")
+    p.add_argument(
+        "--markdown",
+        metavar="FIT_MD",
+        help="also write a Markdown report here (default: not written)",
+    )
+    p.add_argument(
+        "--plot-dir",
+        metavar="DIR",
+        help="write three PNG plots per ladder here (default: no plots)",
+    )
     p.set_defaults(func=run)
 
 

@@ -1,4 +1,5 @@
-"""``tracecanary capture --nproc 4 --steps N -o DIR``: run a small real torch.distributed
+"""``tracecanary capture --nproc 4 --steps N -o DIR`` (or ``--workload NAME``, a zoo
+workload, ``tracecanary.zoo``): run a small real torch.distributed
 (gloo, CPU) workload under torch.profiler and write one Kineto trace per rank
 (``DIR/rank<r>.json.gz``) plus ``DIR/capture.json``. See ``tracecanary.capture``.
 
@@ -8,24 +9,59 @@ Exit codes: 0 ok; 1 the run failed (a rank raised or timed out; nothing written)
 
 from __future__ import annotations
 
+from tracecanary.commands import add_force_option
+
 
 def register(sub) -> None:
     p = sub.add_parser(
         "capture",
         help="capture Kineto traces of a small real gloo workload (one per rank)",
     )
-    p.add_argument("--nproc", type=int, default=4, help="processes (even; default 4)")
-    p.add_argument("--steps", type=int, default=3, help="training steps profiled (default 3)")
-    p.add_argument("--hidden", type=int, default=64, help="model width (default 64)")
-    p.add_argument("--seq-len", type=int, default=32, help="tokens per step (default 32)")
+    p.add_argument("--nproc", type=int, default=4, help="processes (even)")
+    p.add_argument(
+        "--workload",
+        metavar="NAME",
+        help="a zoo workload (ddp, fsdp2_tp, tp_decode, pp; 4 ranks) instead of the built-in "
+        "probe workload; see tracecanary.zoo",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="steps profiled (default 3; a zoo workload: its own default, tp_decode: tokens)",
+    )
+    p.add_argument("--hidden", type=int, default=64, help="model width")
+    p.add_argument("--seq-len", type=int, default=32, help="tokens per step")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds before the run is failed")
-    p.add_argument("-o", "--output", required=True, metavar="DIR")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="output directory: capture.json and one Kineto trace per rank",
+    )
+    add_force_option(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from tracecanary.capture import CaptureSettings, capture
     from tracecanary.errors import InputError
+
+    if args.workload is not None:
+        from tracecanary.zoo.runner import capture_workload
+
+        doc = capture_workload(
+            args.workload, args.output, steps=args.steps, timeout_s=max(args.timeout, 300.0)
+        )
+        print(
+            f"captured workload {args.workload}: 4 ranks x {doc['settings']['steps']} steps, "
+            f"{doc['import_check']['collectives']} collectives, groups settled, in "
+            f"{doc['wall_s']} s (torch {doc['environment']['torch']}, gloo) -> {args.output}"
+        )
+        return 0
+    if args.steps is None:
+        args.steps = 3
 
     for name in ("hidden", "seq_len"):
         if getattr(args, name) < 1:

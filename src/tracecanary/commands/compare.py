@@ -11,20 +11,28 @@ def register(sub) -> None:
     p = sub.add_parser(
         "compare", help="rollout gate: compare a baseline and a candidate replay report"
     )
-    p.add_argument("baseline", metavar="BASELINE.json")
-    p.add_argument("candidate", metavar="CANDIDATE.json")
+    p.add_argument(
+        "baseline",
+        metavar="BASELINE.json",
+        help="replay report (tracecanary.report/v1) of the baseline",
+    )
+    p.add_argument(
+        "candidate",
+        metavar="CANDIDATE.json",
+        help="replay report (tracecanary.report/v1) of the candidate",
+    )
     p.add_argument(
         "--threshold",
         default=DEFAULT_THRESHOLDS,
         metavar="SPEC",
-        help=f"comma-separated METRIC=N%% or METRIC=N(ns|us|ms|s) (default {DEFAULT_THRESHOLDS.replace('%', '%%')})",
+        help="comma-separated METRIC=N%% or METRIC=N(ns|us|ms|s)",
     )
     p.add_argument(
         "--warn-fraction",
         type=float,
         default=DEFAULT_WARN_FRACTION,
         metavar="F",
-        help="warn from this fraction of a threshold (default 0.5)",
+        help="warn from this fraction of a threshold",
     )
     p.add_argument(
         "--config",
@@ -37,25 +45,20 @@ def register(sub) -> None:
         action="store_true",
         help="compare reports of different inputs or protocols on purpose",
     )
-    p.add_argument("-o", "--output", required=True, metavar="verdict.json")
-    p.add_argument("--markdown", default=None, metavar="verdict.md")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="verdict.json",
+        help="the verdict (tracecanary.verdict/v1)",
+    )
+    p.add_argument(
+        "--markdown",
+        default=None,
+        metavar="verdict.md",
+        help="also write the verdict as Markdown here (default: not written)",
+    )
     p.set_defaults(func=run)
-
-
-def load_report(path: str) -> dict:
-    """A replay report parsed under the resource policy and validated against
-    schemas/report.schema.json (long sample lists by representatives, as canaries)."""
-    from tracecanary.gate.compare import REPORT_FORMAT
-    from tracecanary.compile.document import skeleton
-    from tracecanary.errors import InputError
-    from tracecanary.limits import load_json
-    from tracecanary.formats.schemas import validate
-
-    doc = load_json(path)
-    if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
-        raise InputError(f"not a {REPORT_FORMAT} document", file=path, field="format")
-    validate(skeleton(doc), "report", file=path)
-    return doc
 
 
 def run(args) -> int:
@@ -63,6 +66,7 @@ def run(args) -> int:
 
     from tracecanary.canonical import atomic_output, canonical_json_bytes, sha256_bytes, sha256_file
     from tracecanary.gate.compare import compare_reports, parse_thresholds, verdict_markdown
+    from tracecanary.gate.reports import load_report
 
     thresholds = parse_thresholds(args.threshold)
     baseline = load_report(args.baseline)

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from tracecanary.errors import ClaimFailed, InputError
+from tracecanary.errors import InputError
 
 STAT_ORDER = (
     "occurrences_source",
@@ -44,41 +44,51 @@ def register(sub) -> None:
     mode.add_argument(
         "--budget",
         metavar="SPEC",
-        help="per-field max error, e.g. skew=2us,overlap=5us,gap=5us,latency=5us (omitted fields: exact)",
+        help="per-field max error, e.g. skew=2us,overlap=5us,gap=5us,latency=5us (omitted fields: exact; no default: give --lossless or --budget)",
     )
     p.add_argument(
         "--budget-overrides",
         metavar="JSON",
-        help="file: {signature_id: {field: amount}} replacing field budgets per signature",
+        help="file: {signature_id: {field: amount}} replacing field budgets per signature (default: none)",
     )
     p.add_argument(
         "--prefix",
         type=int,
         metavar="N",
-        help="compile only the first N occurrences (coverage partial)",
+        help="compile only the first N occurrences (coverage partial; default: all)",
     )
     p.add_argument(
         "--max-records",
         type=int,
         metavar="N",
-        help="at most N encoded records per timing field; fail (exit 1) if the budget needs more",
+        help="at most N encoded records per timing field; fail (exit 1) if the budget needs more (default: no limit)",
     )
     p.add_argument(
         "--max-executed-repeats",
         type=int,
         metavar="K",
-        help="reduced execution: run K steady-state repetitions of each repeated record (tail windows whole)",
+        help="reduced execution: run K steady-state repetitions of each repeated record, tail windows whole (default: every repetition runs)",
     )
     p.add_argument(
         "--strict", action="store_true", help="verify behavior before writing (needs --backends)"
     )
-    p.add_argument("--backends", metavar="B", help="backend configurations for --strict")
+    p.add_argument(
+        "--backends",
+        metavar="B",
+        help="simulator configurations YAML for --strict (no default: --strict needs it)",
+    )
     p.add_argument(
         "--tolerances",
         metavar="T",
-        help="tolerances YAML for --strict (default config/tolerances.yaml)",
+        help="tolerances YAML for --strict (default: the shipped tracecanary/defaults/tolerances.yaml)",
     )
-    p.add_argument("-o", "--output", required=True, metavar="CANARY.json")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="CANARY.json",
+        help="where to write the canary (tracecanary.canary/v1)",
+    )
     p.set_defaults(func=run)
 
 
@@ -91,42 +101,6 @@ def _overrides(path: str | None) -> dict:
     if not isinstance(doc, dict):
         raise InputError("budget overrides must be a JSON object", file=path)
     return doc
-
-
-def strict_gate(source, canary: dict, backends, tolerances, *, source_file: str) -> dict:
-    """Verify ``canary`` against ``source`` (read from ``source_file``) under the loaded
-    ``backends`` and ``tolerances`` (``verify_behavior``) before anything is written.
-
-    Returns the canary marked ``verified`` (``mark_verified``: the claim reasons name the
-    source, backends and tolerances digests). Any other claim (rejected, partial,
-    behaviorally_unverified) prints the failed checks (``describe_failures``) on stderr
-    and raises ClaimFailed (exit 1): the caller writes nothing."""
-    from tracecanary.canonical import canonical_json_bytes, sha256_bytes, sha256_file
-    from tracecanary.compile.canary import canary_bytes
-    from tracecanary.verify.behavior import describe_failures, verify_behavior
-    from tracecanary.verify.search import mark_verified
-
-    verification = verify_behavior(
-        source,
-        canary,
-        backends,
-        tolerances,
-        source_digest=sha256_file(source_file),
-        canary_digest=sha256_bytes(canary_bytes(canary)),
-    )
-    if verification["claim"] != "verified":
-        for line in describe_failures(verification):
-            print(line, file=sys.stderr)
-        failed = verification["summary"]["failed"]
-        changed = len(verification["ranking"]["changed"])
-        raise ClaimFailed(
-            f"--strict: verification claim {verification['claim']} ({failed} failed checks, "
-            f"{changed} changed ranking decisions); no canary written",
-            file=source_file,
-            field="strict",
-        )
-    tol_sha = sha256_bytes(canonical_json_bytes(tolerances.content))
-    return mark_verified(canary, verification, tolerances_sha256=tol_sha)
 
 
 def run(args) -> int:
@@ -154,10 +128,7 @@ def run(args) -> int:
         budget = parse_budget(args.budget, _overrides(args.budget_overrides))
     elif args.budget_overrides:
         raise InputError("--budget-overrides needs --budget", field="budget_overrides")
-    try:
-        source = load_program(args.input, executed=False)
-    except TypeError:  # loaders without the executed keyword
-        source = load_program(args.input)
+    source = load_program(args.input, executed=False)
     policy = None
     if args.max_executed_repeats is not None:
         policy = {"max_executed_repeats": args.max_executed_repeats}
@@ -169,7 +140,14 @@ def run(args) -> int:
         execution_policy=policy,
     )
     if args.strict:
-        canary = strict_gate(source, canary, backends, tolerances, source_file=args.input)
+        from tracecanary.verify.strict import StrictVerificationFailed, strict_gate
+
+        try:
+            canary = strict_gate(source, canary, backends, tolerances, source_file=args.input)
+        except StrictVerificationFailed as refusal:
+            for line in refusal.failures:
+                print(line, file=sys.stderr)
+            raise
     digest = write_json(args.output, canary)
     print(f"canary: {Path(args.output)}")
     print(f"sha256: {digest}")

@@ -14,20 +14,25 @@ def register(sub) -> None:
     p = sub.add_parser(
         "expand", help="rebuild the trace a canary stands for (or executes)", description=__doc__
     )
-    p.add_argument("canary", metavar="CANARY")
+    p.add_argument("canary", metavar="CANARY", help="canary JSON (tracecanary.canary/v1)")
     p.add_argument(
         "--executed", action="store_true", help="only the executed occurrences, with weights"
     )
-    p.add_argument("-o", "--output", required=True, metavar="TRACE.json")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="TRACE.json",
+        help="native trace: .json or .jsonl, optionally .gz",
+    )
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from tracecanary.canonical import sha256_file
     from tracecanary.compile.document import load_canary
-    from tracecanary.compile.execution import executed_selection
-    from tracecanary.compile.expand import expand_canary
-    from tracecanary.compile.tracefile import trace_meta, write_trace
+    from tracecanary.compile.expand import expand_canary, expanded_trace_meta
+    from tracecanary.compile.tracefile import write_program_trace
     from tracecanary.errors import TraceCanaryError
 
     if Path(args.output).suffix == ".parquet":
@@ -41,35 +46,14 @@ def run(args) -> int:
         if err.file is None:
             err.file = str(args.canary)
         raise
-    notes = [
-        f"expanded ({'executed' if args.executed else 'logical'}) from a {canary['timing_mode']} canary",
-    ]
-    if canary["timing_mode"] != "lossless":
-        notes.append(
-            "timing values are interval representatives within the canary's stated budgets"
-        )
-    extra = {
-        "canary": {
-            "sha256": sha256_file(args.canary),
-            "source_digest": canary["source"]["digest"],
-            "timing_mode": canary["timing_mode"],
-            "coverage": canary["coverage"],
-            "claim": canary["claim"],
-            "expansion": "executed" if args.executed else "logical",
-        }
-    }
-    if args.executed:
-        idx, weights = executed_selection(canary)
-        extra["execution"] = {
-            "occurrences_logical": int(canary["structure"]["occurrences"]),
-            "occurrences_executed": int(len(idx)),
-            "logical_occ": [int(i) for i in idx],
-            "weights": [float(w) for w in weights],
-        }
-    meta = trace_meta(
-        program, source=f"tracecanary expand {Path(args.canary).name}", notes=notes, extra=extra
+    meta = expanded_trace_meta(
+        canary,
+        program,
+        executed=args.executed,
+        canary_name=Path(args.canary).name,
+        canary_sha256=sha256_file(args.canary),
     )
-    digest = write_trace(args.output, program, meta)
+    digest = write_program_trace(program, meta, args.output)
     print(f"trace: {args.output}")
     print(f"sha256: {digest}")
     print(f"occurrences: {program.n}")

@@ -10,7 +10,7 @@ from tracecanary.errors import InputError
 
 def register(sub) -> None:
     p = sub.add_parser("hash", help="print the SHA-256 digest of files (or directory trees)")
-    p.add_argument("paths", nargs="+", metavar="FILE")
+    p.add_argument("paths", nargs="+", metavar="FILE", help="files or directories to hash")
     p.set_defaults(func=run)
 
 

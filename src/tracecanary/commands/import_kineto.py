@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from tracecanary.canonical import atomic_output
+from tracecanary.commands import add_force_option
 from tracecanary.errors import ImportRefused, InputError
 
 
@@ -29,6 +30,7 @@ def register(sub) -> None:
         metavar="OUT",
         help="trace file (one input) or directory of rank<r>.json (several inputs)",
     )
+    add_force_option(p)
     p.add_argument(
         "--jobs",
         type=int,
@@ -40,7 +42,7 @@ def register(sub) -> None:
         "--rank",
         type=int,
         default=None,
-        help="the rank of a single input whose trace lacks distributedInfo.rank",
+        help="the rank of a single input whose trace lacks distributedInfo.rank (default: read from the trace)",
     )
     p.set_defaults(func=run)
 

@@ -20,18 +20,24 @@ def register(sub) -> None:
         description=__doc__,
     )
     p.add_argument("results", metavar="DIR", help="PARAM --output-path directory")
-    p.add_argument("-o", "--output", required=True, metavar="ATTEMPT")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="ATTEMPT",
+        help="attempt archive directory (tracecanary.attempt/v1)",
+    )
     p.add_argument(
         "--program",
         default=None,
         metavar="EXPORT_DIR",
-        help="the replayed export (DIR/<rank>.json)",
+        help="the replayed export (DIR/<rank>.json), to check the results against (default: not checked)",
     )
     p.add_argument(
         "--backend",
         choices=("gloo", "nccl"),
         default=None,
-        help="backend PARAM ran with (not in its files)",
+        help="backend PARAM ran with, not in its files (default: not recorded)",
     )
     p.set_defaults(func=run)
 

@@ -13,7 +13,13 @@ def register(sub) -> None:
     p.add_argument(
         "inputs", nargs="+", metavar="IN", help="tracecanary.trace/v1 files of one trace"
     )
-    p.add_argument("-o", "--output", required=True, metavar="OUT.parquet")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="OUT.parquet",
+        help="normalized table (.parquet); its sidecar .meta.json is written beside it",
+    )
     p.set_defaults(func=run)
 
 

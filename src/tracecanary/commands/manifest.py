@@ -1,17 +1,37 @@
-"""``tracecanary manifest verify|regenerate|pack|unpack``: what a reviewer runs."""
+"""``tracecanary manifest verify|regenerate|pack|unpack|sign|keygen``: what a reviewer runs.
+
+Trust model (docs/integrity.md): an unsigned manifest can be rewritten consistently by
+whoever can write it; pin its root with ``--expect-root`` or check a signature with
+``verify --key``.
+"""
 
 from __future__ import annotations
 
 import sys
 
+EXPECT_ROOT_HELP = "the root digest published with the campaign; any other root is exit 1"
+
 
 def register(sub) -> None:
-    p = sub.add_parser("manifest", help="verify, regenerate, pack or unpack a campaign manifest")
+    p = sub.add_parser(
+        "manifest", help="verify, regenerate, pack, unpack or sign a campaign manifest"
+    )
     act = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     v = act.add_parser("verify", help="recompute every digest; exit 1 listing each mismatch")
     v.add_argument("manifest", metavar="MANIFEST")
     v.add_argument(
         "--workdir", help="directory the campaign ran in (default: inferred from the manifest path)"
+    )
+    v.add_argument("--expect-root", metavar="DIGEST", help=EXPECT_ROOT_HELP)
+    v.add_argument(
+        "--key",
+        metavar="PUBLIC_KEY",
+        help="ed25519 public key (PEM): the manifest must carry a DSSE signature by it",
+    )
+    v.add_argument(
+        "--signature",
+        metavar="ENVELOPE",
+        help="DSSE envelope (default: MANIFEST.dsse.json); used with --key",
     )
     v.set_defaults(func=run_verify)
     r = act.add_parser(
@@ -28,34 +48,56 @@ def register(sub) -> None:
         help="where the evidence lies (default: inferred from the manifest path)",
     )
     r.add_argument("--cores", type=int, default=2)
+    r.add_argument("--expect-root", metavar="DIGEST", help=EXPECT_ROOT_HELP)
     r.set_defaults(func=run_regenerate)
     k = act.add_parser("pack", help="one portable tar.gz of manifest + config + evidence")
     k.add_argument("manifest", metavar="MANIFEST")
     k.add_argument("-o", "--output", required=True, metavar="campaign.tar.gz")
     k.set_defaults(func=run_pack)
-    u = act.add_parser("unpack", help="extract a packed campaign (paths checked)")
+    u = act.add_parser("unpack", help="extract a packed campaign (paths and digests checked)")
     u.add_argument("archive", metavar="ARCHIVE")
     u.add_argument("-o", "--output", required=True, metavar="DIR")
+    u.add_argument("--expect-root", metavar="DIGEST", help=EXPECT_ROOT_HELP)
     u.set_defaults(func=run_unpack)
+    s = act.add_parser("sign", help="sign a manifest with an ed25519 key (DSSE envelope)")
+    s.add_argument("manifest", metavar="MANIFEST")
+    s.add_argument("--key", required=True, metavar="PRIVATE_KEY", help="ed25519 key (PEM PKCS#8)")
+    s.add_argument(
+        "-o", "--output", metavar="ENVELOPE", help="default: MANIFEST.dsse.json beside it"
+    )
+    s.set_defaults(func=run_sign)
+    g = act.add_parser("keygen", help="write a new ed25519 key pair (KEY, KEY.pub)")
+    g.add_argument("-o", "--output", required=True, metavar="KEY")
+    g.set_defaults(func=run_keygen)
 
 
 def run_verify(args) -> int:
-    from tracecanary.campaign.operations import verify_manifest
+    from tracecanary.campaign.operations import check_root_digest, verify_manifest
+    from tracecanary.campaign.signing import verify_envelope
+    from tracecanary.errors import InputError
 
-    problems = verify_manifest(args.manifest, args.workdir)
+    if args.signature and not args.key:
+        raise InputError("--signature needs --key", field="--signature")
+    expect_root = check_root_digest(args.expect_root)
+    problems = verify_manifest(args.manifest, args.workdir, expect_root)
     if problems:
         for problem in problems:
             print(f"MISMATCH {problem.line()}")
         print(f"manifest verify: {len(problems)} mismatch(es)", file=sys.stderr)
         return 1
-    print(f"manifest verify: every digest matches ({args.manifest})")
+    signed = ""
+    if args.key:
+        signed = f"; signed by key {verify_envelope(args.manifest, args.key, args.signature)}"
+    pinned = f"; root {expect_root} as pinned" if expect_root else ""
+    print(f"manifest verify: every digest matches ({args.manifest}){pinned}{signed}")
     return 0
 
 
 def run_regenerate(args) -> int:
-    from tracecanary.campaign.operations import regenerate
+    from tracecanary.campaign.operations import check_root_digest, regenerate
 
-    rows = regenerate(args.manifest, args.workdir, args.source_root, args.cores)
+    expect_root = check_root_digest(args.expect_root)
+    rows = regenerate(args.manifest, args.workdir, args.source_root, args.cores, expect_root)
     width = max((len(r.path) for r in rows), default=10)
     print(f"{'artifact':<{width}}  status           detail")
     for row in rows:
@@ -80,8 +122,25 @@ def run_pack(args) -> int:
 
 
 def run_unpack(args) -> int:
-    from tracecanary.campaign.operations import unpack
+    from tracecanary.campaign.operations import check_root_digest, unpack
 
-    n = unpack(args.archive, args.output)
+    n = unpack(args.archive, args.output, check_root_digest(args.expect_root))
     print(f"unpacked {n} members -> {args.output}", file=sys.stderr)
+    return 0
+
+
+def run_sign(args) -> int:
+    from tracecanary.campaign.signing import default_envelope_path, sign_manifest
+
+    output = args.output or default_envelope_path(args.manifest)
+    kid = sign_manifest(args.manifest, args.key, output)
+    print(f"signed {args.manifest} with key {kid} -> {output}", file=sys.stderr)
+    return 0
+
+
+def run_keygen(args) -> int:
+    from tracecanary.campaign.signing import generate_key
+
+    public, kid = generate_key(args.output)
+    print(f"key {kid}: private {args.output}, public {public}", file=sys.stderr)
     return 0

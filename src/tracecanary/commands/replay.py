@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from tracecanary.commands import add_backends_option
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -13,12 +15,7 @@ def register(sub) -> None:
         help="replay a trace or canary in the deterministic scheduler simulator (a model, not hardware)",
     )
     p.add_argument("input", metavar="INPUT", help="native trace, normalized Parquet or canary")
-    p.add_argument(
-        "--backends",
-        default=None,
-        metavar="B",
-        help="simulator configurations YAML (default: the shipped example, tracecanary/defaults/backends.yaml)",
-    )
+    add_backends_option(p)
     p.add_argument(
         "--config",
         action="append",
@@ -31,7 +28,7 @@ def register(sub) -> None:
         action="append",
         default=[],
         metavar="skew|overlap|order|tail",
-        help="remove one preservation mechanism (repeatable); a simulator control, not a physical intervention",
+        help="remove one preservation mechanism (repeatable; default: none removed)",
     )
     p.add_argument(
         "--isolated",
@@ -45,7 +42,13 @@ def register(sub) -> None:
         metavar="REL",
         help="relative tie tolerance of rankings (default 0.01)",
     )
-    p.add_argument("-o", "--output", required=True, metavar="REPORT.json")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="REPORT.json",
+        help="replay report (tracecanary.report/v1)",
+    )
     p.set_defaults(func=run)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from tracecanary.commands import add_force_option, add_rendezvous_options
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -18,35 +20,39 @@ def register(sub) -> None:
     )
     p.add_argument("program", metavar="DIR", help="export-param output: DIR/<rank>.json")
     p.add_argument("-o", "--output", required=True, metavar="ATTEMPT", help="archive directory")
-    p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    add_force_option(p)
+    p.add_argument(
+        "--backend", choices=("gloo", "nccl"), default="gloo", help="torch.distributed backend"
+    )
     p.add_argument("--nproc", type=int, required=True, help="ranks per node")
-    p.add_argument("--warmup", type=int, default=1, help="untimed passes (default 1)")
-    p.add_argument("--iters", type=int, default=5, help="timed passes (default 5)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed passes")
+    p.add_argument("--iters", type=int, default=5, help="timed passes")
     p.add_argument(
         "--use-timestamps",
         action="store_true",
         help="each timed op waits until its startTime_ns after the pass started",
     )
-    p.add_argument("--physical-config", default=None, metavar="NAME")
     p.add_argument(
-        "--physical-configs", default=None, metavar="YAML", help="default config/physical.yaml"
+        "--physical-config",
+        default=None,
+        metavar="NAME",
+        help="configuration name in --physical-configs (default: the file's default)",
+    )
+    p.add_argument(
+        "--physical-configs",
+        default=None,
+        metavar="YAML",
+        help="physical configurations YAML (default: the shipped tracecanary/defaults/physical.yaml)",
     )
     p.add_argument(
         "--timeout", type=float, default=900.0, metavar="S", help="kill the run after S seconds"
     )
-    p.add_argument("--nnodes", type=int, default=1)
-    p.add_argument(
-        "--node-rank", type=int, default=None, help="static rendezvous: this node's rank"
-    )
-    p.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT")
-    p.add_argument(
-        "--rdzv-id", default=None, help="multi-node: id shared by all nodes (names the staging dir)"
-    )
+    add_rendezvous_options(p)
     p.add_argument(
         "--fault",
         default=None,
         metavar="SPEC",
-        help="TEST AID: kill-rank=R | hang-rank=R | corrupt-rank=R (recorded in attempt.json)",
+        help="TEST AID: kill-rank=R | hang-rank=R | corrupt-rank=R, recorded in attempt.json (default: none)",
     )
     p.set_defaults(func=run)
 

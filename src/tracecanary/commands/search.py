@@ -4,42 +4,51 @@ from __future__ import annotations
 
 import sys
 
+from tracecanary.commands import add_backends_option, add_configs_option, add_tolerances_option
+
 
 def register(sub) -> None:
     p = sub.add_parser(
         "search", help="smallest canary whose full behavior verification still passes"
     )
-    p.add_argument("trace", metavar="TRACE")
+    p.add_argument("trace", metavar="TRACE", help="native trace or normalized Parquet (the source)")
     p.add_argument(
         "--budgets",
         default="0,1,2,4,8,16,32,64",
         help="timing budgets (bare numbers are microseconds; 0 = lossless)",
     )
+    add_backends_option(p)
+    add_tolerances_option(p)
+    add_configs_option(p, what="verify under")
     p.add_argument(
-        "--backends",
-        default=None,
-        metavar="B",
-        help="simulator configurations YAML (default: the shipped example, tracecanary/defaults/backends.yaml)",
+        "-o",
+        "--output",
+        required=True,
+        metavar="CANARY.json",
+        help="the chosen canary, marked verified",
     )
-    p.add_argument("--tolerances", metavar="T")
-    p.add_argument("--config", action="append", metavar="NAME")
-    p.add_argument("-o", "--output", required=True, metavar="CANARY.json")
-    p.add_argument("--log", required=True, metavar="SEARCH.json")
+    p.add_argument(
+        "--log",
+        required=True,
+        metavar="SEARCH.json",
+        help="search log (tracecanary.search-log/v1): every candidate and why",
+    )
     p.add_argument(
         "--verification",
         metavar="VERIFICATION.json",
-        help="also write the chosen canary's verification",
+        help="also write the chosen canary's verification here (default: not written)",
     )
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from tracecanary.canonical import canonical_json_bytes, sha256_bytes, sha256_file, write_json
+    from tracecanary.canonical import sha256_file, write_json
     from tracecanary.errors import ClaimFailed, located
     from tracecanary.load import load_program
     from tracecanary.sim.backends import load_backends
     from tracecanary.verify.behavior import load_tolerances
-    from tracecanary.verify.search import mark_verified, parse_budgets, search, search_log_document
+    from tracecanary.verify.marking import mark_verified, tolerances_sha256
+    from tracecanary.verify.search import parse_budgets, search, search_log_document
 
     backends = load_backends(args.backends)
     tolerances = load_tolerances(args.tolerances)
@@ -53,12 +62,19 @@ def run(args) -> int:
     log = search_log_document(result, source_digest=digest, budgets_ns=budgets)
     if result.canary is None:
         write_json(args.log, log)
+        cause = (
+            f"; behavior not judged on some candidates: {result.skew_obstacle}"
+            if result.skew_obstacle
+            else ""
+        )
         raise ClaimFailed(
-            f"no candidate passed verification ({len(log['candidates'])} tried; see {args.log})",
+            f"no candidate passed verification ({len(log['candidates'])} tried; see {args.log})"
+            f"{cause}",
             file=args.trace,
         )
-    tol_sha = sha256_bytes(canonical_json_bytes(tolerances.content))
-    canary = mark_verified(result.canary, result.verification, tolerances_sha256=tol_sha)
+    canary = mark_verified(
+        result.canary, result.verification, tolerances_sha256=tolerances_sha256(tolerances)
+    )
     canary_digest = write_json(args.output, canary)
     log["canary_sha256"] = canary_digest
     write_json(args.log, log)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tracecanary.formats.vocab import LADDER_COLLECTIVES as COLLECTIVES
+from tracecanary.commands import add_force_option, add_rendezvous_options
 from tracecanary.errors import RunFailed
+from tracecanary.formats.vocab import LADDER_COLLECTIVES as COLLECTIVES
 
 
 def register(sub) -> None:
@@ -21,33 +22,45 @@ def register(sub) -> None:
         help="nccl-tests-style size ladder through real collectives",
         description=__doc__,
     )
-    p.add_argument("--collective", required=True, choices=COLLECTIVES)
+    p.add_argument("--collective", required=True, choices=COLLECTIVES, help="collective to sweep")
     p.add_argument("--min-bytes", default="1", help="smallest total buffer (e.g. 1, 8, 1K)")
     p.add_argument("--max-bytes", default="64M", help="largest total buffer (e.g. 64M, 1G)")
     p.add_argument("--factor", type=float, default=2.0, help="size multiplier between rungs")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--iters", type=int, default=20)
-    p.add_argument("--cycles", type=int, default=1)
-    p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
-    p.add_argument("--nproc", type=int, required=True, help="ranks per node")
-    p.add_argument("--nnodes", type=int, default=1)
-    p.add_argument("--node-rank", type=int, default=None)
-    p.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT")
-    p.add_argument("--rdzv-id", default=None)
+    p.add_argument("--dtype", default="float32", help="element type")
+    p.add_argument("--warmup", type=int, default=5, help="untimed iterations per rung")
+    p.add_argument("--iters", type=int, default=20, help="timed iterations per rung")
+    p.add_argument("--cycles", type=int, default=1, help="passes over the whole ladder")
     p.add_argument(
-        "--physical-config", default=None, metavar="NAME", help="env and mode (not fused)"
+        "--backend", choices=("gloo", "nccl"), default="gloo", help="torch.distributed backend"
     )
-    p.add_argument("--physical-configs", default=None, metavar="YAML")
-    p.add_argument("--timeout", type=float, default=1800.0, metavar="S")
+    p.add_argument("--nproc", type=int, required=True, help="ranks per node")
+    add_rendezvous_options(p)
+    p.add_argument(
+        "--physical-config",
+        default=None,
+        metavar="NAME",
+        help="configuration name in --physical-configs: env and mode, not fused (default: none, plain run)",
+    )
+    p.add_argument(
+        "--physical-configs",
+        default=None,
+        metavar="YAML",
+        help="physical configurations YAML, used with --physical-config (default: the shipped tracecanary/defaults/physical.yaml)",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=1800.0, metavar="S", help="kill the run after S seconds"
+    )
     p.add_argument("--print-table", action="store_true", help="print the nccl-tests table")
     p.add_argument(
         "--fault",
         default=None,
         metavar="SPEC",
-        help="TEST AID: kill-rank=R | hang-rank=R | corrupt-rank=R",
+        help="TEST AID: kill-rank=R | hang-rank=R | corrupt-rank=R (default: none)",
     )
-    p.add_argument("-o", "--output", required=True, metavar="LADDER")
+    p.add_argument(
+        "-o", "--output", required=True, metavar="LADDER", help="ladder archive directory"
+    )
+    add_force_option(p)
     p.set_defaults(func=run)
 
 

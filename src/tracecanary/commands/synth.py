@@ -12,39 +12,63 @@ def register(sub) -> None:
     d = kinds.add_parser(
         "decode", help="4-rank decode capture set: one file per rank + calibration"
     )
-    d.add_argument("-o", "--output", required=True, metavar="DIR")
-    d.add_argument("--ranks", type=int, default=4)
-    d.add_argument("--ranks-per-host", type=int, default=2)
-    d.add_argument("--events-per-rank", type=int, default=20_500)
-    d.add_argument("--seed", type=int, default=20261130)
+    d.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="output directory: rank<r>.<format> per rank and calibration.json",
+    )
+    d.add_argument("--ranks", type=int, default=4, help="ranks (processes)")
+    d.add_argument("--ranks-per-host", type=int, default=2, help="ranks sharing one host clock")
+    d.add_argument("--events-per-rank", type=int, default=20_500, help="collective events per rank")
+    d.add_argument("--seed", type=int, default=20261130, help="random seed")
     d.add_argument(
         "--layers", type=int, default=16, help="transformer layers (two all_reduces each per step)"
     )
     d.add_argument("--hidden", type=int, default=8192, help="hidden size (sets message bytes)")
-    d.add_argument("--requests", type=int, default=4)
-    d.add_argument("--prompt-tokens", type=int, default=2048)
-    d.add_argument("--tail-windows", type=int, default=6)
-    d.add_argument("--format", choices=["jsonl.gz", "jsonl", "json"], default="jsonl.gz")
+    d.add_argument("--requests", type=int, default=4, help="decode requests")
+    d.add_argument(
+        "--prompt-tokens",
+        type=int,
+        default=2048,
+        help="prompt length in tokens (sets the prefill message size)",
+    )
+    d.add_argument("--tail-windows", type=int, default=6, help="injected tail-latency windows")
+    d.add_argument(
+        "--format",
+        choices=["jsonl.gz", "jsonl", "json"],
+        default="jsonl.gz",
+        help="trace file format",
+    )
     d.set_defaults(func=run_decode)
     a = kinds.add_parser(
         "adversarial",
         help="100-occurrence trace whose isolated ranking differs from its workload ranking",
     )
-    a.add_argument("-o", "--output", required=True, metavar="FILE")
+    a.add_argument("-o", "--output", required=True, metavar="FILE", help="trace file (.json)")
     a.set_defaults(func=run_adversarial)
     t = kinds.add_parser(
         "training",
         help="training trace (tp x pp x dp ranks): tensor-parallel collectives, pipeline "
         "send/recv, data-parallel gradient buckets; streamed as JSON Lines",
     )
-    t.add_argument("-o", "--output", required=True, metavar="FILE.jsonl[.gz]")
+    t.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE.jsonl[.gz]",
+        help="trace file (.jsonl, optionally .gz)",
+    )
     t.add_argument("--tp", type=int, default=8, help="tensor-parallel size")
     t.add_argument("--pp", type=int, default=4, help="pipeline stages")
     t.add_argument("--dp", type=int, default=4, help="data-parallel size")
     t.add_argument("--steps", type=int, default=10, help="training steps")
     t.add_argument("--microbatches", type=int, default=8, help="microbatches per step")
-    t.add_argument("--layers-per-stage", type=int, default=2)
-    t.add_argument("--seed", type=int, default=20261201)
+    t.add_argument(
+        "--layers-per-stage", type=int, default=2, help="transformer layers per pipeline stage"
+    )
+    t.add_argument("--seed", type=int, default=20261201, help="random seed")
     t.set_defaults(func=run_training)
 
 

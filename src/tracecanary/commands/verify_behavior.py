@@ -4,25 +4,28 @@ from __future__ import annotations
 
 import sys
 
+from tracecanary.commands import add_backends_option, add_configs_option, add_tolerances_option
+
 
 def register(sub) -> None:
     p = sub.add_parser(
         "verify-behavior",
         help="replay source and canary under every configuration; separate statuses; exit 0 only when verified",
     )
-    p.add_argument("source", metavar="SOURCE")
-    p.add_argument("canary", metavar="CANARY")
     p.add_argument(
-        "--backends",
-        default=None,
-        metavar="B",
-        help="simulator configurations YAML (default: the shipped example, tracecanary/defaults/backends.yaml)",
+        "source", metavar="SOURCE", help="the source: native trace or normalized Parquet"
     )
+    p.add_argument("canary", metavar="CANARY", help="canary JSON (tracecanary.canary/v1)")
+    add_backends_option(p)
+    add_tolerances_option(p)
+    add_configs_option(p, what="replay")
     p.add_argument(
-        "--tolerances", metavar="T", help="tolerances YAML (default config/tolerances.yaml)"
+        "-o",
+        "--output",
+        required=True,
+        metavar="VERIFICATION.json",
+        help="the verification (tracecanary.verification/v1)",
     )
-    p.add_argument("--config", action="append", metavar="NAME")
-    p.add_argument("-o", "--output", required=True, metavar="VERIFICATION.json")
     p.set_defaults(func=run)
 
 

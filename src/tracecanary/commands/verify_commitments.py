@@ -13,7 +13,7 @@ def register(sub) -> None:
         description=__doc__,
     )
     p.add_argument("source", metavar="SOURCE", help="the source trace / normalized table")
-    p.add_argument("canary", metavar="CANARY")
+    p.add_argument("canary", metavar="CANARY", help="canary JSON (tracecanary.canary/v1)")
     p.set_defaults(func=run)
 
 
@@ -21,9 +21,9 @@ def run(args) -> int:
     import json
 
     from tracecanary.compile.document import load_canary
-    from tracecanary.verify.commitments import verify_commitments
     from tracecanary.errors import ClaimFailed
     from tracecanary.load import load_program
+    from tracecanary.verify.commitments import verify_commitments
 
     canary = load_canary(args.canary)
     try:

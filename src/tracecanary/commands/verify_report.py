@@ -10,7 +10,9 @@ def register(sub) -> None:
         "verify-report",
         help="replay a replay report's protocol on its input and compare every number bit for bit",
     )
-    p.add_argument("report", metavar="REPORT")
+    p.add_argument(
+        "report", metavar="REPORT", help="replay report (tracecanary.report/v1) to recompute"
+    )
     p.add_argument(
         "--input",
         required=True,
@@ -21,7 +23,7 @@ def register(sub) -> None:
         "--backends",
         default=None,
         metavar="B",
-        help="check that these backends are the ones the report embeds",
+        help="check that these backends are the ones the report embeds (default: not checked)",
     )
     p.set_defaults(func=run)
 

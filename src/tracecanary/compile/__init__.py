@@ -1,23 +1,33 @@
 """The compiler with receipts: source serialization and commitments, structure and
 timing encodings, the canary document, reduced execution, and expansion (commitment
-verification lives in ``tracecanary.verify.commitments``). See docs/formats-canary.md."""
+verification lives in ``tracecanary.verify.commitments``). See docs/formats-canary.md.
 
-from tracecanary.compile.budget import Budget, parse_budget, parse_duration_ns
-from tracecanary.compile.canary import CANARY_FORMAT, compile_program
-from tracecanary.compile.execution import executed_selection, reduce_execution
-from tracecanary.compile.expand import expand_canary
-from tracecanary.compile.source import segment_commitment, serialize_source, source_digest
+The names below are resolved on first use (PEP 562), so importing one submodule (say
+``compile.budget`` for the CLI's option parsing) does not load the whole compiler."""
 
-__all__ = [
-    "CANARY_FORMAT",
-    "Budget",
-    "compile_program",
-    "executed_selection",
-    "expand_canary",
-    "parse_budget",
-    "parse_duration_ns",
-    "reduce_execution",
-    "segment_commitment",
-    "serialize_source",
-    "source_digest",
-]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "CANARY_FORMAT": "tracecanary.formats.ids",
+    "Budget": "tracecanary.compile.budget",
+    "parse_budget": "tracecanary.compile.budget",
+    "parse_duration_ns": "tracecanary.compile.budget",
+    "compile_program": "tracecanary.compile.canary",
+    "executed_selection": "tracecanary.compile.reductions",
+    "reduce_execution": "tracecanary.compile.execution",
+    "expand_canary": "tracecanary.compile.expand",
+    "segment_commitment": "tracecanary.compile.source",
+    "serialize_source": "tracecanary.compile.source",
+    "source_digest": "tracecanary.compile.source",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

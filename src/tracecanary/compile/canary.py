@@ -7,7 +7,9 @@ and nothing is written):
 - bounded: structure, measured masks and tail flags are exact; every timing value is
   within its field budget (signature overrides applied) and each interval's stated
   ``max_error_ns`` is the error actually incurred;
-- unknown skew stays unknown (no skew stream, claim ``behaviorally_unverified``);
+- unknown skew stays unknown (no skew stream, claim ``behaviorally_unverified``); a known
+  skew whose uncertainty exceeds the skew budget is ``behaviorally_unverified`` too, the
+  reason naming both and the ways out (``tracecanary.verify.claims``);
 - same program and settings -> same canonical bytes.
 
 See docs/formats-canary.md for the document and schemas/canary.schema.json.
@@ -25,6 +27,8 @@ from tracecanary.canonical import canonical_json_bytes
 from tracecanary.compile import intervals as iv
 from tracecanary.compile import timing
 from tracecanary.compile.budget import FIELDS, Budget
+from tracecanary.compile.execution import finalize, reduce_execution
+from tracecanary.compile.expand import decode_canary
 from tracecanary.compile.source import SourceSerialization, serialize_source
 from tracecanary.compile.structure import (
     encode_structure,
@@ -33,9 +37,15 @@ from tracecanary.compile.structure import (
     top_level_spans,
 )
 from tracecanary.errors import ClaimFailed, InputError
+from tracecanary.formats.ids import CANARY_FORMAT
 from tracecanary.program import Program
+from tracecanary.verify.claims import (
+    NOT_YET_VERIFIED,
+    compile_claim,
+    skew_budget_ns,
+    skew_obstacle,
+)
 
-CANARY_FORMAT = "tracecanary.canary/v1"
 COMPILER = "tracecanary.compile/1"
 
 
@@ -100,6 +110,7 @@ def prefix_program(program: Program, stop: int) -> Program:
         skew_known=program.skew_known,
         skew_reason=program.skew_reason,
         notes=program.notes,
+        skew_uncertainty_ns=program.skew_uncertainty_ns,
     )
 
 
@@ -159,8 +170,6 @@ def _compile(
     serialization: SourceSerialization | None,
     intervals_always: bool,
 ) -> dict:
-    from tracecanary.compile.execution import finalize, reduce_execution
-
     validate_source(program)
     if prefix is not None and prefix < 1:
         raise InputError(f"--prefix {prefix}: need at least 1 occurrence", field="prefix")
@@ -202,14 +211,16 @@ def _compile(
     reasons = []
     if partial:
         reasons.append(f"coverage partial: built from the first {covered_n} of {total} occurrences")
-    if not covered.skew_known:
-        reasons.append(f"skew unknown: {covered.skew_reason or 'no reason recorded'}")
-    claim = (
-        "partial"
-        if partial
-        else ("behaviorally_unverified" if not covered.skew_known else "unverified")
+    obstacle = skew_obstacle(
+        covered.skew_known,
+        covered.skew_reason,
+        covered.skew_uncertainty_ns,
+        skew_budget_ns(effective.to_json()),
     )
-    reasons.append("not yet verified: only the behavior verifier writes 'verified'")
+    if obstacle is not None:
+        reasons.append(obstacle)
+    claim = compile_claim(partial=partial, obstacle=obstacle)
+    reasons.append(NOT_YET_VERIFIED)
 
     doc = {
         "format": CANARY_FORMAT,
@@ -221,6 +232,11 @@ def _compile(
             "world_size": int(program.world_size),
             "skew_known": bool(program.skew_known),
             "skew_reason": program.skew_reason,
+            **(
+                {"skew_uncertainty_ns": int(program.skew_uncertainty_ns)}
+                if program.skew_known
+                else {}
+            ),
             "notes": list(program.notes),
             "covered_occurrences": int(covered_n),
             "covered_digest": ser.digest(covered_n),
@@ -326,8 +342,6 @@ def _self_check(source: Program, doc: dict, budget: Budget, sig_ids: np.ndarray)
     """Fail closed unless the canary decodes to ``source`` as claimed: structure, groups,
     masks and flags exact; timing exact (lossless) or within budget (bounded). Returns
     the largest issue-time drift (ns) that gap approximation causes."""
-    from tracecanary.compile.expand import decode_canary
-
     d = decode_canary(doc)
     occ = source.occurrences
 

@@ -3,7 +3,7 @@
 ``validate_canary`` checks a document against schemas/canary.schema.json. A lossless
 canary of a large trace holds lists of millions of numbers, which a JSON Schema
 validator walks element by element far too slowly, so validation runs on a
-*skeleton*: every list longer than ``SKELETON_MIN`` whose items are all scalars (or
+*skeleton* (``tracecanary.formats.skeleton``): every list longer than ``SKELETON_MIN`` whose items are all scalars (or
 all lists of scalars) is replaced by representatives: the first item of each distinct
 type (shape) present, the items holding the smallest and the largest integer, and the
 shortest and longest item. The schema constrains such lists only by item type,
@@ -28,75 +28,18 @@ import os
 from typing import Any
 
 from tracecanary.errors import InputError
-from tracecanary.limits import Limits, check_number_range, current_limits, load_json
+from tracecanary.formats.ids import CANARY_FORMAT
 from tracecanary.formats.schemas import validate
-from tracecanary.formats.trace import OP_RE
-
-SKELETON_MIN = 64
-_SCALARS = (int, float, str, bool, type(None))
-
-
-def _is_scalar(x) -> bool:
-    return isinstance(x, _SCALARS)
-
-
-def _representatives(items: list) -> list | None:
-    """Representatives of a long list of scalars / scalar vectors, or None if the list
-    holds containers of other kinds (then it is walked in full)."""
-    types = set(map(type, items))
-    if types <= set(_SCALARS):
-        keep = {}
-        for i, x in enumerate(items):
-            keep.setdefault(type(x), i)
-            if len(keep) == len(types):
-                break
-        ints = [x for x in items if type(x) is int] if int in types else []
-        idx = set(keep.values())
-        if ints:
-            lo, hi = min(ints), max(ints)
-            idx.add(items.index(lo))
-            idx.add(items.index(hi))
-        return [items[i] for i in sorted(idx)]
-    if types == {list} and all(all(map(_is_scalar, v)) for v in items):
-        shapes: dict = {}
-        lo_val = hi_val = None
-        lo_i = hi_i = 0
-        short_i = long_i = 0
-        for i, v in enumerate(items):
-            shapes.setdefault(frozenset(map(type, v)), i)
-            ints = [x for x in v if type(x) is int]
-            if ints:
-                a, b = min(ints), max(ints)
-                if lo_val is None or a < lo_val:
-                    lo_val, lo_i = a, i
-                if hi_val is None or b > hi_val:
-                    hi_val, hi_i = b, i
-            if len(v) < len(items[short_i]):
-                short_i = i
-            if len(v) > len(items[long_i]):
-                long_i = i
-        idx = set(shapes.values()) | {lo_i, hi_i, short_i, long_i}
-        return [items[i] for i in sorted(idx)]
-    return None
-
-
-def skeleton(doc: Any) -> Any:
-    if isinstance(doc, dict):
-        return {k: skeleton(v) for k, v in doc.items()}
-    if isinstance(doc, list):
-        if len(doc) > SKELETON_MIN:
-            reps = _representatives(doc)
-            if reps is not None:
-                return reps
-        return [skeleton(v) for v in doc]
-    return doc
+from tracecanary.formats.skeleton import skeleton
+from tracecanary.formats.vocab import OP_RE
+from tracecanary.limits import Limits, check_number_range, current_limits, load_json
 
 
 def validate_canary(doc: Any, *, file: str | None = None, limits: Limits | None = None) -> None:
     """Raise SchemaError (exit 2) naming the first violation's field path, or
     ResourceLimitExceeded / InputError from ``check_canary_limits``."""
-    if not isinstance(doc, dict) or doc.get("format") != "tracecanary.canary/v1":
-        raise InputError("not a tracecanary.canary/v1 document", file=file, field="format")
+    if not isinstance(doc, dict) or doc.get("format") != CANARY_FORMAT:
+        raise InputError(f"not a {CANARY_FORMAT} document", file=file, field="format")
     validate(skeleton(doc), "canary", file=file or "canary")
     check_canary_limits(doc, limits or current_limits(), file=file)
 

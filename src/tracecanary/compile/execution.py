@@ -63,15 +63,22 @@ is visited only when its subtree can still be reduced.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from tracecanary.canonical import canonical_json_bytes
 from tracecanary.compile import timing
+from tracecanary.compile.expand import expand_canary
+from tracecanary.compile.reductions import (
+    INLINE_KEYS,
+    Reduction,
+    executed_selection,
+    is_count,
+    read_reductions,
+)
 from tracecanary.compile.sequence import copy_json
-from tracecanary.compile.structure import count_structure_records, member_positions, record_length
+from tracecanary.compile.structure import count_structure_records, record_length
 from tracecanary.errors import InputError
 
 DEFAULT_TAIL_LATENCY_FACTOR = 4.0
@@ -86,11 +93,6 @@ _POLICY_KEYS = {
     "tail_context",
     "edge_context",
 }
-_INLINE_KEYS = ("executed_reps", "whole_reps", "steady_weight")
-
-
-def _is_count(x, minimum: int) -> bool:
-    return not isinstance(x, bool) and isinstance(x, int) and x >= minimum
 
 
 def _factor(policy: dict, key: str, default: float) -> float | None:
@@ -105,9 +107,9 @@ def _factor(policy: dict, key: str, default: float) -> float | None:
 def _pair(policy: dict, key: str, default: tuple[int, int]) -> list[int]:
     """A [before, after] pair of repetition counts; a single integer means both."""
     value = policy.get(key, list(default))
-    if _is_count(value, 0):
+    if is_count(value, 0):
         return [value, value]
-    if isinstance(value, list | tuple) and len(value) == 2 and all(_is_count(v, 0) for v in value):
+    if isinstance(value, list | tuple) and len(value) == 2 and all(is_count(v, 0) for v in value):
         return [int(value[0]), int(value[1])]
     raise InputError(
         f"{key} {value!r} must be an integer >= 0 or a pair [before, after] of them", field=key
@@ -134,7 +136,7 @@ def normalize_policy(policy: dict | None) -> dict:
             f"unknown execution policy keys {sorted(unknown)}", field="execution_policy"
         )
     k = policy.get("max_executed_repeats")
-    if k is not None and not _is_count(k, 1):
+    if k is not None and not is_count(k, 1):
         raise InputError(
             f"max_executed_repeats {k!r} must be an integer >= 1", field="max_executed_repeats"
         )
@@ -143,7 +145,7 @@ def normalize_policy(policy: dict | None) -> dict:
     if not isinstance(raw, dict):
         raise InputError("records must map record paths to k", field="execution_policy.records")
     for key, val in raw.items():
-        if not _is_count(val, 1):
+        if not is_count(val, 1):
             raise InputError(
                 f"records[{key}] = {val!r} must be an integer >= 1",
                 field="execution_policy.records",
@@ -223,7 +225,7 @@ def tail_occurrences(
 def _clear_reduction(records: list[dict]) -> None:
     for rec in records:
         rec["execute"] = rec["repeat"]
-        for key in (*_INLINE_KEYS, "reductions"):
+        for key in (*INLINE_KEYS, "reductions"):
             rec.pop(key, None)
         if "body" in rec:
             _clear_reduction(rec["body"])
@@ -266,26 +268,6 @@ def _whole_reps(rep_tail: np.ndarray, norm: dict) -> np.ndarray:
     if last:
         whole[max(reps - last, 0) :] = True
     return whole
-
-
-@dataclass(frozen=True)
-class Reduction:
-    """One reduced record instance: repetitions ``executed_reps`` of its ``repeat``
-    (each ``period`` occurrences, the first starting at logical occurrence ``start``);
-    ``whole_reps`` run with weight 1, the others with ``steady_weight``."""
-
-    path: tuple[int, ...]
-    instance: int
-    start: int
-    period: int
-    repeat: int
-    executed_reps: np.ndarray
-    whole_reps: np.ndarray
-    steady_weight: float
-
-    @property
-    def stop(self) -> int:
-        return self.start + self.period * self.repeat
 
 
 def plan_reductions(records: list[dict], tail: np.ndarray, norm: dict) -> list[Reduction]:
@@ -372,8 +354,6 @@ def reduce_execution(
     untouched parts (timing streams, flags, signatures, groups, source) are shared with
     ``canary`` rather than copied: copy them before editing either document in place.
     ``timing_bytes``: passed to ``finalize`` (the streams are not changed here)."""
-    from tracecanary.compile.expand import expand_canary
-
     norm = normalize_policy(policy)
     doc = dict(canary)
     # no aliasing where this function or finalize() edits in place
@@ -394,194 +374,6 @@ def reduce_execution(
     _write_reductions(records, plan_reductions(records, tail, norm))
     doc["execution"] = {"policy": norm, "tail_occurrences": int(tail.sum())}
     return finalize(doc, timing_bytes=timing_bytes)
-
-
-# ---------------------------------------------------------------------------------------
-# reading a reduction
-# ---------------------------------------------------------------------------------------
-
-
-def _int_list(value, where: str, record) -> list[int]:
-    if not isinstance(value, list) or not all(_is_count(x, 0) for x in value):
-        raise InputError(
-            f"{where} must be a list of integers >= 0", record=record, field="structure"
-        )
-    return value
-
-
-def _reduction_entry(rec: dict, entry: dict, path, instance: int, where: str) -> Reduction:
-    repeat = int(rec["repeat"])
-    reps = _int_list(entry.get("executed_reps"), "executed_reps", where)
-    whole = _int_list(entry.get("whole_reps"), "whole_reps", where)
-    if not reps or any(b <= a for a, b in zip(reps, reps[1:], strict=False)) or reps[-1] >= repeat:
-        raise InputError(
-            "executed_reps must be increasing repetition indices", record=where, field="structure"
-        )
-    if (
-        not _is_count(entry.get("execute"), 1)
-        or len(reps) != entry["execute"]
-        or any(b <= a for a, b in zip(whole, whole[1:], strict=False))
-        or not set(whole) <= set(reps)
-    ):
-        raise InputError(
-            "execute / whole_reps do not match executed_reps", record=where, field="structure"
-        )
-    steady = len(reps) - len(whole)
-    want = (repeat - len(whole)) / steady if steady else None
-    weight = entry.get("steady_weight")
-    if (
-        want is None
-        or isinstance(weight, bool)
-        or not isinstance(weight, int | float)
-        or abs(float(weight) - want) > 1e-9 * max(1.0, want)
-    ):
-        raise InputError(
-            "steady_weight does not make the weights sum to repeat", record=where, field="structure"
-        )
-    return Reduction(
-        tuple(path),
-        instance,
-        -1,
-        0,
-        repeat,
-        np.asarray(reps, dtype=np.int64),
-        np.asarray(whole, dtype=np.int64),
-        float(weight),
-    )
-
-
-def read_reductions(records: list[dict]) -> list[Reduction]:
-    """Every reduced instance the structure records state, checked (InputError naming
-    the record otherwise) and placed (``start``, ``period``), sorted by ``start``."""
-    found: list[Reduction] = []
-    layout: dict[tuple[int, ...], tuple[int, int, int]] = {}  # path -> (offset, repeat, period)
-
-    def visit(recs: list[dict], prefix: tuple[int, ...], instances: int) -> None:
-        offset = 0
-        for i, rec in enumerate(recs):
-            path = prefix + (i,)
-            where = ".".join(map(str, path))
-            length = record_length(rec)
-            has_inline = any(key in rec for key in _INLINE_KEYS)
-            if "sigs" in rec:
-                if has_inline or "reductions" in rec:
-                    raise InputError(
-                        "a literal block cannot be reduced", record=where, field="structure"
-                    )
-                offset += length
-                continue
-            repeat = int(rec["repeat"])
-            layout[path] = (offset, repeat, length // repeat if repeat else 0)
-            offset += length
-            if len(path) == 1:
-                if "reductions" in rec:
-                    raise InputError(
-                        "a top-level record states its reduction inline, not in reductions",
-                        record=where,
-                        field="structure",
-                    )
-                if has_inline:
-                    found.append(_reduction_entry(rec, rec, path, 0, where))
-                elif int(rec.get("execute", repeat)) != repeat:
-                    raise InputError(
-                        "execute differs from repeat but no executed_reps",
-                        record=where,
-                        field="structure",
-                    )
-            else:
-                if has_inline:
-                    raise InputError(
-                        "a nested record lists its reduced instances in reductions",
-                        record=where,
-                        field="structure",
-                    )
-                if int(rec.get("execute", repeat)) != repeat:
-                    raise InputError(
-                        "a nested record keeps execute = repeat (reductions are per instance)",
-                        record=where,
-                        field="structure",
-                    )
-                entries = rec.get("reductions", [])
-                if not isinstance(entries, list):
-                    raise InputError("reductions must be a list", record=where, field="structure")
-                last = -1
-                for entry in entries:
-                    inst = entry.get("instance") if isinstance(entry, dict) else None
-                    if not _is_count(inst, 0) or inst <= last or inst >= instances:
-                        raise InputError(
-                            f"reduction instance {inst!r} must increase and be < {instances}",
-                            record=where,
-                            field="structure",
-                        )
-                    last = inst
-                    found.append(_reduction_entry(rec, entry, path, inst, where))
-            if "body" in rec:
-                visit(rec["body"], path, instances * repeat)
-
-    visit(records, (), 1)
-    reduced = {(r.path, r.instance) for r in found}
-    placed = []
-    for red in found:
-        start, inst, path = 0, red.instance, red.path
-        while len(path) > 1:
-            parent = path[:-1]
-            _, parent_repeat, parent_period = layout[parent]
-            rep = inst % parent_repeat
-            inst //= parent_repeat
-            if (parent, inst) in reduced:
-                raise InputError(
-                    f"instance {red.instance} lies inside a reduced instance of record "
-                    f"{'.'.join(map(str, parent))}: nothing inside a reduced repetition is reduced again",
-                    record=".".join(map(str, red.path)),
-                    field="structure",
-                )
-            start += layout[path][0] + rep * parent_period
-            path = parent
-        start += layout[path][0]
-        _, _, period = layout[red.path]
-        placed.append(
-            Reduction(
-                red.path,
-                red.instance,
-                start,
-                period,
-                red.repeat,
-                red.executed_reps,
-                red.whole_reps,
-                red.steady_weight,
-            )
-        )
-    placed.sort(key=lambda r: r.start)
-    return placed
-
-
-def executed_selection(canary: dict) -> tuple[np.ndarray, np.ndarray]:
-    """(logical occurrence index, weight) of every executed occurrence, in order."""
-    n = int(canary["structure"]["occurrences"])
-    starts, lengths, weights = [], [], []
-    pos = 0
-    for red in read_reductions(canary["structure"]["records"]):
-        if red.start < pos or red.stop > n:  # pragma: no cover - excluded by read_reductions
-            raise InputError("reduced instances overlap", field="structure")
-        if red.start > pos:
-            starts.append(np.array([pos]))
-            lengths.append(np.array([red.start - pos]))
-            weights.append(np.array([1.0]))
-        whole = np.isin(red.executed_reps, red.whole_reps)
-        starts.append(red.start + red.executed_reps * red.period)
-        lengths.append(np.full(len(red.executed_reps), red.period))
-        weights.append(np.where(whole, 1.0, red.steady_weight))
-        pos = red.stop
-    if pos < n:
-        starts.append(np.array([pos]))
-        lengths.append(np.array([n - pos]))
-        weights.append(np.array([1.0]))
-    if not starts:
-        return np.zeros(0, dtype=np.int64), np.zeros(0)
-    seg_start = np.concatenate(starts).astype(np.int64)
-    seg_len = np.concatenate(lengths).astype(np.int64)
-    seg_w = np.concatenate(weights).astype(np.float64)
-    return member_positions(seg_start, seg_len), np.repeat(seg_w, seg_len)
 
 
 def check_execution(canary: dict) -> list[str]:

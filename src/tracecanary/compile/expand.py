@@ -6,7 +6,7 @@ canary: structure, masks and flags exact, timing values the interval representat
 ``executed=True`` gives only what a replay runs: the executed occurrences in order,
 with ``weight`` (the logical occurrences each stands for; weights sum to the logical
 count) and an extra column ``logical_occ`` (its logical index). It refuses a canary
-whose reductions do not add up (``execution.read_reductions``) or leave a tail-flagged
+whose reductions do not add up (``reductions.read_reductions``) or leave a tail-flagged
 occurrence out or weighted other than 1.
 """
 
@@ -21,7 +21,9 @@ import pyarrow as pa
 
 from tracecanary.compile import timing
 from tracecanary.compile.budget import FIELDS
+from tracecanary.compile.reductions import executed_selection, read_reductions
 from tracecanary.compile.structure import expand_structure, member_positions, structure_length
+from tracecanary.compile.tracefile import trace_meta
 from tracecanary.errors import InputError, ResourceLimitExceeded
 from tracecanary.limits import current_limits
 from tracecanary.program import MEMBER_COLUMNS, OCCURRENCE_COLUMNS, Program
@@ -114,8 +116,6 @@ def decode_canary(canary: dict) -> Decoded:
 
 
 def _check_reductions(records: list[dict]) -> None:
-    from tracecanary.compile.execution import read_reductions
-
     read_reductions(records)
 
 
@@ -200,8 +200,6 @@ def expand_canary(canary: dict, executed: bool = False) -> Program:
 def executed_program(canary: dict, logical: Program) -> Program:
     """What ``canary`` runs, given ``logical = expand_canary(canary)`` (its logical
     program): equal to ``expand_canary(canary, executed=True)`` without decoding twice."""
-    from tracecanary.compile.execution import executed_selection
-
     program = dataclasses.replace(logical, notes=_expansion_notes(canary, True))
     tail = program.occurrences["tail"].to_numpy(dtype=bool)
     idx, weights = executed_selection(canary)
@@ -245,3 +243,37 @@ def select_occurrences(program: Program, idx: np.ndarray, weights: np.ndarray) -
         skew_reason=program.skew_reason,
         notes=program.notes,
     )
+
+
+def expanded_trace_meta(
+    canary: dict, program: Program, *, executed: bool, canary_name: str, canary_sha256: str
+) -> dict:
+    """The native-trace ``meta`` of ``program = expand_canary(canary, executed)``: notes
+    on how it was expanded, and ``canary`` (the canary's digest, source digest, timing
+    mode, coverage, claim and the expansion); with ``executed``, also ``execution`` (the
+    executed logical occurrences and their weights)."""
+    expansion = "executed" if executed else "logical"
+    notes = [f"expanded ({expansion}) from a {canary['timing_mode']} canary"]
+    if canary["timing_mode"] != "lossless":
+        notes.append(
+            "timing values are interval representatives within the canary's stated budgets"
+        )
+    extra = {
+        "canary": {
+            "sha256": canary_sha256,
+            "source_digest": canary["source"]["digest"],
+            "timing_mode": canary["timing_mode"],
+            "coverage": canary["coverage"],
+            "claim": canary["claim"],
+            "expansion": expansion,
+        }
+    }
+    if executed:
+        idx, weights = executed_selection(canary)
+        extra["execution"] = {
+            "occurrences_logical": int(canary["structure"]["occurrences"]),
+            "occurrences_executed": int(len(idx)),
+            "logical_occ": [int(i) for i in idx],
+            "weights": [float(w) for w in weights],
+        }
+    return trace_meta(program, source=f"tracecanary expand {canary_name}", notes=notes, extra=extra)

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 _BASE = np.uint64(0x9E3779B97F4A7C15)
 CANDIDATES = 4
 MAX_LEVELS = 12

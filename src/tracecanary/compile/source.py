@@ -32,10 +32,8 @@ import pandas as pd
 
 from tracecanary.canonical import canonical_json_bytes
 from tracecanary.compile import jsonvec as jv
+from tracecanary.formats.ids import SEGMENT_FORMAT, SOURCE_FORMAT
 from tracecanary.program import Program
-
-SOURCE_FORMAT = "tracecanary.source/v1"
-SEGMENT_FORMAT = "tracecanary.segment/v1"
 
 
 def source_header(program: Program, occurrences: int | None = None) -> bytes:

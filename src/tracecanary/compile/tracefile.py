@@ -30,9 +30,9 @@ import pandas as pd
 from tracecanary.canonical import atomic_output, canonical_json_bytes, sha256_bytes
 from tracecanary.compile import jsonvec as jv
 from tracecanary.errors import ExportRefused
+from tracecanary.formats.ids import TRACE_FORMAT
 from tracecanary.program import Program
 
-TRACE_FORMAT = "tracecanary.trace/v1"
 _P2P = re.compile(r"^p2p:(\d+)->(\d+)$")
 
 
@@ -170,9 +170,10 @@ def trace_meta(
     return meta
 
 
-def write_trace(path, program: Program, meta: dict) -> str:
-    """Write ``.json`` or ``.jsonl`` (optionally ``.gz``, fixed gzip header so equal
-    programs give equal bytes); return the file's SHA-256."""
+def write_program_trace(program: Program, meta: dict, path) -> str:
+    """Write ``program`` with ``meta`` to ``path`` as ``.json`` or ``.jsonl`` (optionally
+    ``.gz``, fixed gzip header so equal programs give equal bytes); return the file's
+    SHA-256. (``trace_io.write_trace`` writes a trace held as a document instead.)"""
     name = Path(path).name
     compressed = name.endswith(".gz")
     stem = name[:-3] if compressed else name

@@ -10,6 +10,7 @@ from importlib import resources
 from typing import Any
 
 import jsonschema
+import referencing
 
 from tracecanary.errors import SchemaError
 
@@ -23,13 +24,30 @@ def load_schema(name: str) -> dict:
     return json.loads(resource.read_text(encoding="utf-8"))
 
 
+def schema_names() -> list[str]:
+    """The names of every shipped schema (``<name>.schema.json``), sorted."""
+    folder = resources.files(SCHEMA_PACKAGE) / "schemas"
+    suffix = ".schema.json"
+    return sorted(e.name[: -len(suffix)] for e in folder.iterdir() if e.name.endswith(suffix))
+
+
+@functools.cache
+def _registry() -> referencing.Registry:
+    """Every shipped schema under its ``$id``, so one schema may ``$ref`` a definition
+    of another (``trace.schema.json#/$defs/skew_status``) instead of repeating it."""
+    schemas = [load_schema(name) for name in schema_names()]
+    return referencing.Registry().with_resources(
+        (schema["$id"], referencing.Resource.from_contents(schema)) for schema in schemas
+    )
+
+
 @functools.cache
 def _validator(name: str, pointer: str | None) -> jsonschema.protocols.Validator:
     schema = load_schema(name)
     if pointer:
         schema = {**schema["$defs"][pointer], "$defs": schema["$defs"]}
     cls = jsonschema.validators.validator_for(schema)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    return cls(schema, registry=_registry(), format_checker=cls.FORMAT_CHECKER)
 
 
 def validate(doc: Any, name: str, *, file: str, pointer: str | None = None, record=None) -> None:

@@ -8,33 +8,15 @@ most once.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pyarrow as pa
 
 from tracecanary.errors import SchemaError
-from tracecanary.limits import Limits
+from tracecanary.formats.ids import TRACE_FORMAT
 from tracecanary.formats.schemas import validate
-
-FORMAT = "tracecanary.trace/v1"
-NORMALIZED_FORMAT = "tracecanary.normalized/v1"
-
-OPS = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "all_to_all",
-    "broadcast",
-    "reduce",
-    "barrier",
-    "send",
-    "recv",
-)
-OP_PATTERN = r"^(all_reduce|all_gather|reduce_scatter|all_to_all|broadcast|reduce|barrier|send|recv|custom:[A-Za-z0-9_.:/+-]+)$"
-OP_RE = re.compile(OP_PATTERN)
-ROOTED_OPS = ("broadcast", "reduce")
-P2P_OPS = ("send", "recv")
+from tracecanary.formats.vocab import OP_RE, OPS
+from tracecanary.limits import Limits
 
 REQUIRED_EVENT_FIELDS = ("rank", "seq", "op", "bytes", "dtype", "group")
 INT_FIELDS = (
@@ -216,9 +198,9 @@ def validate_header(header: Any, *, file: str) -> None:
     """Schema check of everything but the events (``events`` may be absent: JSONL)."""
     if not isinstance(header, dict):
         raise SchemaError("trace is not a JSON object", file=file)
-    if header.get("format") != FORMAT:
+    if header.get("format") != TRACE_FORMAT:
         raise SchemaError(
-            f"not a {FORMAT} document (format={header.get('format')!r})"[:200],
+            f"not a {TRACE_FORMAT} document (format={header.get('format')!r})"[:200],
             file=file,
             field="format",
         )

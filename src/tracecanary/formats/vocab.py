@@ -1,12 +1,47 @@
-"""Collective vocabularies shared by stages that must agree (and load nothing heavy)."""
+"""The op, dtype and collective vocabularies every stage agrees on, written once.
 
-# the nccl-tests perf binaries' collectives, as ladders and sweeps name them
-LADDER_COLLECTIVES: tuple[str, ...] = (
+Imports nothing heavy (the CLI and every layer may import it). Other vocabularies
+(Kineto spellings, PARAM and nccl-tests dtype names) map *onto* these names in the
+modules that read those formats.
+"""
+
+from __future__ import annotations
+
+import re
+
+COLLECTIVES: tuple[str, ...] = (
     "all_reduce",
     "all_gather",
     "reduce_scatter",
     "all_to_all",
     "broadcast",
     "reduce",
-    "sendrecv",
 )
+"""The plain collectives that move data among a group's members."""
+ROOTED_OPS: tuple[str, ...] = ("broadcast", "reduce")
+P2P_OPS: tuple[str, ...] = ("send", "recv")
+
+OPS: tuple[str, ...] = (*COLLECTIVES, "barrier", *P2P_OPS)
+"""The plain ops of a native trace; any other op is ``custom:<name>``."""
+
+CUSTOM_OP_PATTERN = r"custom:[A-Za-z0-9_.:/+-]+"
+OP_PATTERN = "^(" + "|".join(OPS) + "|" + CUSTOM_OP_PATTERN + ")$"
+"""Every valid op name: a plain op or ``custom:<name>`` (the trace schema says the same)."""
+OP_RE = re.compile(OP_PATTERN)
+
+DTYPE_BYTES: dict[str, int] = {
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "float64": 8,
+    "int8": 1,
+    "uint8": 1,
+    "int32": 4,
+    "int64": 8,
+    "bool": 1,
+}
+"""The canonical (torch-style) dtype names and their element sizes in bytes."""
+DTYPES: tuple[str, ...] = tuple(DTYPE_BYTES)
+
+LADDER_COLLECTIVES: tuple[str, ...] = (*COLLECTIVES, "sendrecv")
+"""The nccl-tests perf binaries' collectives, as ladders and sweeps name them."""

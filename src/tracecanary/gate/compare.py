@@ -26,9 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracecanary.errors import InputError
+from tracecanary.formats.ids import REPORT_FORMAT, VERDICT_FORMAT
 
-VERDICT_FORMAT = "tracecanary.verdict/v1"
-REPORT_FORMAT = "tracecanary.report/v1"
 DEFAULT_THRESHOLDS = "p50=3%,p95=5%,p99=5%,max=10%,mean=3%,queue_p99=10%"
 DEFAULT_WARN_FRACTION = 0.5
 METRICS: dict[str, tuple[str, str]] = {

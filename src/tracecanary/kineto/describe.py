@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracecanary.errors import ImportRefused
+from tracecanary.formats.vocab import DTYPE_BYTES
 from tracecanary.kineto.calls import Call
 from tracecanary.kineto.ranks import parse_rank_list
 from tracecanary.kineto.vocab import (
-    DTYPE_BYTES,
     NON_TENSOR_TYPES,
     bare_name,
     dtype_from_cpp,
@@ -419,6 +419,19 @@ def _sizes(d: Described, c10d_args: list, ann) -> None:
             if d.op == "reduce_scatter" and ann.name.startswith("gloo:"):
                 d.times_group = False  # gloo runs it as all_reduce over the full input
             return
+
+
+def recorded_elements(d: Described) -> int | None:
+    """Elements of this rank's own buffer as the c10d op's shapes record them (the
+    position that carries the nccl-tests size), or None; dtype-free, for calls whose
+    dtype no layer records (non-root scatter/gather)."""
+    if d.c10d_key is None or not d.c10d_args:
+        return None
+    pos, how = _C10D_SIZE.get(d.c10d_key, (_first_tensor(d.c10d_args), "tensors"))
+    if pos is None or pos >= len(d.c10d_args) or how != "tensors":
+        return None
+    kind, shapes, _ = d.c10d_args[pos]
+    return _sum_numel(shapes) if kind in ("tensor", "list") else None
 
 
 def _first_tensor(args: list) -> int | None:

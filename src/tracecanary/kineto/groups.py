@@ -195,13 +195,6 @@ def _short(ranks: list[int]) -> str:
     )
 
 
-@dataclass
-class Resolution:
-    group: str  # group id, or "unknown:<reason>"
-    root: int | None
-    peer: int | None
-
-
 def _consistent(d: Described, g: Group, rank: int) -> bool:
     size = len(g.ranks)
     if rank not in g.ranks:

@@ -28,8 +28,21 @@ from typing import Any
 from tracecanary import __version__
 from tracecanary.canonical import sha256_file
 from tracecanary.errors import ImportRefused, ResourceLimitExceeded
+from tracecanary.formats.ids import TRACE_FORMAT as FORMAT
 from tracecanary.kineto.calls import Extracted, extract
-from tracecanary.kineto.describe import Described, _int_or_none, describe, finalize
+from tracecanary.kineto.describe import (
+    Described,
+    _int_or_none,
+    describe,
+    finalize,
+    recorded_elements,
+)
+from tracecanary.kineto.evidence import (
+    FILLABLE_OPS,
+    PG_EVIDENCE_KEY,
+    UNFILLED_KEY,
+    UNRECORDED_DTYPE,
+)
 from tracecanary.kineto.gloo import pair_work
 from tracecanary.kineto.groups import (
     Group,
@@ -39,9 +52,9 @@ from tracecanary.kineto.groups import (
     resolve_by_evidence,
 )
 from tracecanary.kineto.load import load_kineto
+from tracecanary.kineto.pg_identity import local_identities
 from tracecanary.limits import Limits, current_limits
 
-FORMAT = "tracecanary.trace/v1"
 ABSOLUTE_US_THRESHOLD_NS = 10**15 * 1000  # ts > 1e15 us means absolute epoch time
 P2P = ("send", "recv")
 ROOTED = ("broadcast", "reduce")
@@ -189,6 +202,7 @@ def convert(
         if d.group_name is not None:
             resolved[id(d.call)] = group_from_metadata(d, groups, world, file).id
     resolved.update(resolve_by_evidence(described, groups, rank, has_pg_config))
+    identities = local_identities(described, resolved, groups, rank)
 
     host = doc.get("host_name") if isinstance(doc.get("host_name"), str) else None
     events, stats = _events(described, resolved, groups, rank, offset_ns, file)
@@ -241,8 +255,39 @@ def convert(
         meta["kineto"]["input_sha256"] = input_sha256
     if isinstance(dist.get("pg_count"), int):
         meta["kineto"]["pg_count"] = dist["pg_count"]
+    evidence = _pg_evidence(described, identities, stats["seq_by_index"], offset_ns)
+    if evidence:
+        meta["kineto"][PG_EVIDENCE_KEY] = evidence
+    if stats["unfilled"]:
+        meta["kineto"][UNFILLED_KEY] = [
+            {"seq": stats["seq_by_index"][index], "elements": n} for index, n in stats["unfilled"]
+        ]
     declared = [groups[g].declaration() for g in sorted(groups, key=_group_sort_key)]
     return {"format": FORMAT, "meta": meta, "groups": declared, "events": events}
+
+
+def _pg_evidence(
+    described: list[Described],
+    identities: dict[int, tuple[str, list[str]]],
+    seq_by_index: dict[int, int],
+    offset_ns: int,
+) -> dict:
+    """``meta.kineto.pg_evidence`` (see ``tracecanary.kineto.evidence``)."""
+    found_by: dict[str, list[tuple[int, int | None]]] = {}
+    out: dict[str, dict] = {}
+    for d in described:
+        found = identities.get(id(d.call))
+        if found is None:
+            continue
+        identity, candidates = found
+        out.setdefault(identity, {"candidates": list(candidates)})
+        end = offset_ns + max(w.end_ns for w in d.call.work) if d.call.work else None
+        found_by.setdefault(identity, []).append((seq_by_index[d.index], end))
+    for identity, entry in out.items():
+        rows = sorted(found_by[identity], key=lambda r: r[0])
+        entry["seq"] = [seq for seq, _ in rows]
+        entry["work_end_ns"] = [end for _, end in rows]
+    return dict(sorted(out.items()))
 
 
 def _group_sort_key(gid: str) -> tuple:
@@ -262,10 +307,17 @@ def _events(
     unknown: Counter = Counter()
     latency = {"nccl_kernel": 0, "gloo_work": 0, "none": 0}
     peers_unknown = roots_unknown = barrier_dtype_unrecorded = 0
+    unfilled: list[tuple[int, int]] = []  # (trace event index, elements)
     for d in described:
         gid = resolved[id(d.call)]
         group = groups.get(gid)
         size = d.bytes_
+        elements = recorded_elements(d) if size is None and d.dtype is None else None
+        if elements is not None and d.op in FILLABLE_OPS:
+            # a non-root member records shapes but no dtype: merge fills it from the
+            # other members of the same collective (never guessed here)
+            d.dtype, size = UNRECORDED_DTYPE, 0
+            unfilled.append((d.index, elements))
         if size is None:
             raise ImportRefused(
                 f"sizes missing for {d.op}: no In/Out msg nelems, no recorded shapes and dtype "
@@ -373,8 +425,10 @@ def _events(
         rows.append((ev["ts_ns"], d.index, ev))
     rows.sort(key=lambda r: (r[0], r[1]))
     events = []
-    for seq, (_, _, ev) in enumerate(rows):
+    seq_by_index: dict[int, int] = {}
+    for seq, (_, index, ev) in enumerate(rows):
         ev["seq"] = seq
+        seq_by_index[index] = seq
         events.append(ev)
     stats = {
         "custom": custom,
@@ -383,6 +437,8 @@ def _events(
         "peers_unknown": peers_unknown,
         "roots_unknown": roots_unknown,
         "barrier_dtype_unrecorded": barrier_dtype_unrecorded,
+        "unfilled": unfilled,
+        "seq_by_index": seq_by_index,
     }
     return events, stats
 
@@ -442,11 +498,19 @@ def _notes(
             f"Unknown groups: {listed}. The process group of these events could not be "
             "established from evidence in the trace"
             + ("" if has_pg_config else " (no distributedInfo.pg_config)")
-            + "; the groups are not declared, so ingest and merge refuse them by name "
-            "rather than match them to a guess."
+            + "; the groups are not declared, so ingest refuses them by name; merge "
+            "resolves them only where the other ranks' traces determine them (cross-rank "
+            f"matching of meta.kineto.{PG_EVIDENCE_KEY}) or a --groups mapping settles them."
         )
     else:
         notes.append("Groups: every collective's process group is known from the trace.")
+    if stats["unfilled"]:
+        notes.append(
+            f"{len(stats['unfilled'])} non-root scatter/gather events record shapes but no "
+            f"dtype: written as dtype {UNRECORDED_DTYPE!r} with 0 bytes and listed in "
+            f"meta.kineto.{UNFILLED_KEY}; merge takes the dtype from the other members of "
+            "the same collective."
+        )
     if stats["roots_unknown"]:
         notes.append(f"Root rank unknown for {stats['roots_unknown']} broadcast/reduce events.")
     if stats["barrier_dtype_unrecorded"]:

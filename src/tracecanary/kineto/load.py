@@ -24,6 +24,7 @@ from tracecanary.limits import (
     open_input,
     read_limited,
     refuse_json_constant,
+    refuse_lone_surrogates,
 )
 
 # top-level keys only Kineto writes (any one marks a PyTorch profiler trace)
@@ -66,6 +67,7 @@ def load_kineto(path: str | os.PathLike, limits: Limits | None = None) -> dict[s
     finally:
         if collecting:
             gc.enable()
+    refuse_lone_surrogates(data, doc, file=str(path))  # one memchr unless a \u escape
     if not isinstance(doc, dict):
         raise ImportRefused("not a Kineto trace: top level is not a JSON object", file=str(path))
     if not isinstance(doc.get("traceEvents"), list):
@@ -101,18 +103,4 @@ def us_to_ns(value: Any) -> int | None:
             return None
     if isinstance(value, float):  # documents parsed elsewhere
         return int(round(value * 1000))
-    return None
-
-
-def as_number(value: Any) -> float | None:
-    """A JSON number as float (decimal text accepted), else ``None``."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
     return None

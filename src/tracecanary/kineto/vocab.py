@@ -7,38 +7,14 @@ that is not in the table is never guessed at: it becomes ``custom:<name>``, so `
 never turns into ``all_gather`` and ``scatter`` never into ``reduce_scatter``.
 
 Dtypes arrive in three vocabularies (c10 ScalarType names, C++ type names from
-``Input type``, NCCL kernel-name suffixes); each maps to one of ``DTYPES``. A dtype
+``Input type``, NCCL kernel-name suffixes); each maps to one of
+``tracecanary.formats.vocab.DTYPES``. A dtype
 outside that set is reported as ``None`` so the caller can refuse it.
 """
 
 from __future__ import annotations
 
 import re
-
-TRACE_OPS = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "all_to_all",
-    "broadcast",
-    "reduce",
-    "barrier",
-    "send",
-    "recv",
-)
-
-DTYPE_BYTES: dict[str, int] = {
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "float64": 8,
-    "int8": 1,
-    "uint8": 1,
-    "int32": 4,
-    "int64": 8,
-    "bool": 1,
-}
-DTYPES = tuple(DTYPE_BYTES)
 
 # Keys are the name lower-cased with every prefix, underscore and "::" removed, so the
 # spellings "allreduce_", "all_reduce", "AllReduce" meet; values are trace ops. Only

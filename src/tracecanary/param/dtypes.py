@@ -1,4 +1,6 @@
-"""PARAM dtype names and what the replayer needs to know about each.
+"""PARAM dtype names and what the replayer needs to know about each: the one dtype table
+of the PARAM contract, used by the export (``EXPORT_NAMES``), program reading and the
+import of PARAM results (``PARAM_DTYPES``).
 
 PARAM's ``dtypeMap`` (train/comms/pt/comms_utils.py) accepts these names, case-sensitive;
 ``char`` is torch's Char (int8) and ``byte`` its Byte (uint8). ``exact_limit`` is the
@@ -77,10 +79,26 @@ GLOO_UNSUPPORTED = frozenset({"int16"})
 
 CANONICAL_DTYPES: dict[str, DtypeInfo] = {info.canonical: info for info in PARAM_DTYPES.values()}
 
+# The one PARAM spelling the exporter writes for each trace dtype it can export (int16 is
+# left out: gloo rejects it, see GLOO_UNSUPPORTED).
+EXPORT_NAMES: dict[str, str] = {
+    "float32": "float",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "float64": "double",
+    "int32": "int",
+    "int64": "long",
+    "int8": "int8",
+    "uint8": "uint8",
+    "bool": "bool",
+}
 
-def param_dtype(name: str) -> DtypeInfo | None:
-    """The dtype for a PARAM name (exactly as PARAM's dtypeMap spells it), None if unknown."""
-    return PARAM_DTYPES.get(name)
+
+def export_dtype(canonical: str) -> DtypeInfo | None:
+    """The PARAM dtype the exporter writes for a trace dtype (``float32`` -> ``float``), None
+    if it exports none."""
+    name = EXPORT_NAMES.get(canonical)
+    return None if name is None else PARAM_DTYPES[name]
 
 
 def canonical_dtype(name: str) -> DtypeInfo | None:

@@ -15,12 +15,17 @@ Guarantees of ``export_param``:
   ``canary:<occ>`` per occurrence plus ``weight:<w>`` and ``phase:<name>``;
 - an op with no PARAM equivalent (``custom:*``) or a size that is not a whole number of
   elements fails the export (ExportRefused, exit 2, naming op and occurrence, no files)
-  unless ``skip_unsupported``, which skips it and lists it in ``export.json``.
+  unless ``skip_unsupported``, which skips it and lists it in ``export.json``;
+- with ``target="param-1e115ff"`` (``tracecanary.param.target``) the files are written
+  for upstream PARAM: each send/recv pair on an explicit two-rank process group (an
+  ``init`` entry per pair, after the collective groups), and an op upstream would
+  mis-execute is refused (or skipped and listed) with ``upstream_refusal``'s reason;
+  ``export.json`` then says ``target``. The default target writes exactly what it wrote
+  before targets existed.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -29,30 +34,22 @@ import numpy as np
 
 from tracecanary.canonical import atomic_output, canonical_json_bytes
 from tracecanary.errors import ExportRefused
+from tracecanary.formats.ids import PARAM_EXPORT_FORMAT
+from tracecanary.formats.vocab import OPS
+from tracecanary.param.dtypes import export_dtype
+from tracecanary.param.target import (
+    DEFAULT_TARGET,
+    UPSTREAM_REPLAYER,
+    UPSTREAM_TARGET,
+    UpstreamGroups,
+    check_target,
+    upstream_refusal,
+)
 from tracecanary.program import Program
 
 PARAM_COMMIT = "1e115ff"
-PARAM_DTYPES = {
-    "float32": ("float", 4),
-    "float16": ("float16", 2),
-    "bfloat16": ("bfloat16", 2),
-    "float64": ("double", 8),
-    "int32": ("int", 4),
-    "int64": ("long", 8),
-    "int8": ("int8", 1),
-    "uint8": ("uint8", 1),
-    "bool": ("bool", 1),
-}
-PARAM_OPS = {
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "all_to_all",
-    "broadcast",
-    "reduce",
-    "barrier",
-    "send",
-}
+# every plain op; a point-to-point occurrence is its send (exported as a send/recv pair)
+PARAM_OPS = frozenset(OPS) - {"recv"}
 
 
 def _group_table(program: Program) -> dict[str, list[int]]:
@@ -68,6 +65,36 @@ def _group_table(program: Program) -> dict[str, list[int]]:
             continue
         groups[gid] = list(ranks)
     return groups
+
+
+def _pair_group(groups: dict[str, list[int]], src: int, dst: int) -> str:
+    """The two-rank group of a send/recv pair (created on first use, after the others)."""
+    low, high = sorted((src, dst))
+    name = f"pair:{low},{high}"
+    groups.setdefault(name, [low, high])
+    return name
+
+
+def _upstream_reason(
+    op: str, gid: str, groups: dict, root: int, ranks: list, tracker: UpstreamGroups
+) -> str | None:
+    """Why upstream PARAM would mis-execute this occurrence on one of its ranks, or None."""
+    if op == "send":
+        return None  # transformed: written on its own two-rank group
+    members = tuple(groups[gid])
+    for r in ranks:
+        reason = upstream_refusal(op, members, root, tracker.previous(int(r)))
+        if reason is not None:
+            return f"{op} for target {UPSTREAM_TARGET}: {reason}"
+    return None
+
+
+def _refused_field(op: str, reason: str) -> str:
+    if reason.startswith("op "):
+        return "op"
+    if reason.startswith("dtype "):
+        return "dtype"
+    return "root" if op == "reduce" else "group"
 
 
 def _sizes(op: str, nbytes: int, element: int, n: int, occ: int) -> tuple[int, int]:
@@ -110,17 +137,16 @@ def export_param(
     execution: str,
     source_digest: str | None,
     skip_unsupported: bool = False,
+    target: str = DEFAULT_TARGET,
 ) -> dict:
     """Write the per-rank PARAM files and ``export.json`` atomically; return the summary."""
+    upstream = check_target(target) == UPSTREAM_TARGET
     occ = program.occurrences
     groups = _group_table(program)
     pg_id = {gid: i for i, gid in enumerate(groups)}
     world = program.world_size
-    inits = [
-        {"comms": "init", "pg_id": pg_id[g], "global_ranks": ranks, "world_size": len(ranks)}
-        for g, ranks in groups.items()
-    ]
-    per_rank: dict[int, list[dict]] = {r: list(inits) for r in range(world)}
+    tracker = UpstreamGroups(world)
+    per_rank: dict[int, list[dict]] = {r: [] for r in range(world)}
     members = program.members.groupby("occ", sort=True)["rank"].agg(list)
     start = program.issue_ns()
     skipped: list[dict] = []
@@ -137,14 +163,16 @@ def export_param(
         reason = None
         if op not in PARAM_OPS:
             reason = f"op {op} has no PARAM equivalent"
-        elif dtype not in PARAM_DTYPES and op != "barrier":
+        elif export_dtype(dtype) is None and op != "barrier":
             reason = f"dtype {dtype} has no PARAM equivalent"
+        elif upstream:
+            reason = _upstream_reason(str(op), gid, groups, int(root), ranks, tracker)
         if reason:
             if not skip_unsupported:
                 raise ExportRefused(
                     f"{reason} (use --skip-unsupported to skip and list it)",
                     record=f"occurrence {o}",
-                    field="op" if "op " in reason else "dtype",
+                    field=_refused_field(str(op), reason),
                 )
             skipped.append({"occ": o, "op": str(op), "dtype": str(dtype), "reason": reason})
             continue
@@ -154,14 +182,20 @@ def export_param(
         counts[str(op)] += 1
         if op == "send":
             src, dst = (int(x) for x in gid[len("p2p:") :].split("->"))
-            pname, element = PARAM_DTYPES[dtype]
-            size, _ = _sizes("send", int(nbytes), element, 2, o)
+            info = export_dtype(dtype)
+            size, _ = _sizes("send", int(nbytes), info.element_bytes, 2, o)
+            pair = None
+            if upstream:
+                pair = _pair_group(groups, src, dst)
+                pg_id.setdefault(pair, len(pg_id))
+                for r in (src, dst):
+                    tracker.executed(r, "send", tuple(groups[pair]))
             for comms in ("send", "recv"):
                 entry = {
                     "comms": comms,
                     "in_msg_size": size,
                     "out_msg_size": size,
-                    "dtype": pname,
+                    "dtype": info.param_name,
                     "src_rank": src,
                     "dst_rank": dst,
                     "use_batch": False,
@@ -169,6 +203,8 @@ def export_param(
                     "markers": markers,
                     "startTime_ns": int(start[i]),
                 }
+                if pair is not None:
+                    entry.update(pg_id=pg_id[pair], world_size=2)
                 per_rank[src].append(entry)
                 per_rank[dst].append(entry)
             continue
@@ -187,21 +223,27 @@ def export_param(
             "startTime_ns": int(start[i]),
         }
         if op != "barrier":
-            pname, element = PARAM_DTYPES[dtype]
-            in_size, out_size = _sizes(str(op), int(nbytes), element, n, o)
-            entry.update(in_msg_size=in_size, out_msg_size=out_size, dtype=pname)
+            info = export_dtype(dtype)
+            in_size, out_size = _sizes(str(op), int(nbytes), info.element_bytes, n, o)
+            entry.update(in_msg_size=in_size, out_msg_size=out_size, dtype=info.param_name)
         if op == "all_to_all":
             entry.update(in_split=[], out_split=[])
         if op in ("broadcast", "reduce") and root >= 0:
             entry["root"] = int(root)
         for r in ranks:
             per_rank[int(r)].append(entry)
+            tracker.executed(int(r), str(op), tuple(groups[gid]))
+    inits = [
+        {"comms": "init", "pg_id": pg_id[g], "global_ranks": ranks, "world_size": len(ranks)}
+        for g, ranks in groups.items()
+    ]
+    per_rank = {r: inits + entries for r, entries in per_rank.items()}
     summary = {
-        "format": "tracecanary.param-export/v1",
+        "format": PARAM_EXPORT_FORMAT,
         "param": {
             "repository": "facebookresearch/param",
             "commit": PARAM_COMMIT,
-            "replayer": "train/comms/pt/commsTraceReplay.py",
+            "replayer": UPSTREAM_REPLAYER,
             "trace_type": "basic",
         },
         "execution": execution,
@@ -216,12 +258,10 @@ def export_param(
         "weight_total": float(np.sum(occ["weight"].to_numpy())),
         "skipped": skipped,
     }
+    if upstream:
+        summary["target"] = target
     with atomic_output(out_dir, directory=True) as tmp:
         for rank, entries in per_rank.items():
             (Path(tmp) / f"{rank}.json").write_bytes(canonical_json_bytes(entries))
         (Path(tmp) / "export.json").write_bytes(canonical_json_bytes(summary))
     return summary
-
-
-def read_export(path: str | os.PathLike) -> dict:
-    return json.loads((Path(path) / "export.json").read_text(encoding="utf-8"))

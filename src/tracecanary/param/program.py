@@ -238,6 +238,267 @@ def _nccl_tests_bytes(op: str, in_elems: int, out_elems: int, element_bytes: int
     return in_elems * element_bytes
 
 
+def _parse_init(entry: dict, where: dict, world_size: int, known: dict) -> ProcessGroupSpec:
+    """An ``init`` entry: a new pg_id and its distinct global ranks."""
+    pg_id = _int_field(entry, "pg_id", where)
+    ranks = entry.get("global_ranks")
+    if (
+        not isinstance(ranks, list)
+        or not ranks
+        or not all(_is_int(r) and 0 <= r < world_size for r in ranks)
+        or len(set(ranks)) != len(ranks)
+    ):
+        raise InputError(
+            f"expected distinct global ranks in [0, {world_size})",
+            field="global_ranks",
+            **where,
+        )
+    if pg_id in known:
+        raise InputError(f"pg_id {pg_id} declared twice", field="pg_id", **where)
+    if entry.get("world_size") != len(ranks):
+        raise InputError(
+            f"world_size must equal len(global_ranks) = {len(ranks)}",
+            field="world_size",
+            **where,
+        )
+    # torch's new_group orders members by global rank: group rank = sorted position
+    return ProcessGroupSpec(pg_id, tuple(sorted(ranks)))
+
+
+def _parse_group(
+    entry: dict, op: str, where: dict, group_members: dict, world_size: int
+) -> tuple[int, tuple[int, ...], int]:
+    """``(pg_id, members, group_size)``: -1 = the world group; group_size -1 where absent."""
+    pg_id = -1
+    if "pg_id" in entry:
+        pg_id = _int_field(entry, "pg_id", where)
+        if pg_id not in group_members:
+            raise InputError(f"pg_id {pg_id} has no init entry", field="pg_id", **where)
+    members = group_members[pg_id] if pg_id >= 0 else tuple(range(world_size))
+    group_size = -1
+    if op not in P2P_KINDS or "world_size" in entry:
+        group_size = _int_field(entry, "world_size", where, minimum=1)
+        if op not in P2P_KINDS and group_size != len(members):
+            raise InputError(
+                f"world_size {group_size} != size of the op's group ({len(members)})",
+                field="world_size",
+                **where,
+            )
+    return pg_id, members, group_size
+
+
+def _parse_sizes(
+    entry: dict, op: str, where: dict, backend: str | None, limits
+) -> tuple[int, int, str, int]:
+    """``(in_elems, out_elems, dtype, element_bytes)``; a barrier has none (0, 0, "", 0)."""
+    if op == "barrier":
+        return 0, 0, "", 0
+    in_elems = _int_field(entry, "in_msg_size", where)
+    out_elems = _int_field(entry, "out_msg_size", where)
+    dtype = entry.get("dtype")
+    info = PARAM_DTYPES.get(dtype) if isinstance(dtype, str) else None
+    if info is None:
+        raise InputError(
+            f"unknown dtype {dtype!r} (PARAM names: {', '.join(sorted(PARAM_DTYPES))})",
+            field="dtype",
+            **where,
+        )
+    if backend == "gloo" and info.canonical in GLOO_UNSUPPORTED:
+        raise InputError(
+            f"dtype {dtype!r} is not supported by the gloo backend", field="dtype", **where
+        )
+    for key, elems in (("in_msg_size", in_elems), ("out_msg_size", out_elems)):
+        limits.check(
+            "max_message_bytes",
+            elems * info.element_bytes,
+            what=f"{key} x {info.element_bytes} bytes",
+            field=key,
+            **where,
+        )
+    return in_elems, out_elems, dtype, info.element_bytes
+
+
+def _check_layout(
+    entry: dict, op: str, where: dict, ws: int, in_elems: int, out_elems: int
+) -> tuple[tuple | None, tuple | None]:
+    """PARAM's tensor layout of the op (sizes and splits); returns all_to_allv's splits."""
+    in_split = out_split = None
+    if op in ("all_reduce", "broadcast", "reduce", "send", "recv") and out_elems != in_elems:
+        raise InputError(
+            f"{op} is in place: out_msg_size must equal in_msg_size ({in_elems})",
+            field="out_msg_size",
+            **where,
+        )
+    if op == "all_gather" and out_elems != in_elems * ws:
+        raise InputError(
+            f"all_gather: out_msg_size must be in_msg_size x world_size = {in_elems * ws}",
+            field="out_msg_size",
+            **where,
+        )
+    if op == "reduce_scatter" and in_elems != out_elems * ws:
+        raise InputError(
+            f"reduce_scatter: in_msg_size must be out_msg_size x world_size = {out_elems * ws}",
+            field="in_msg_size",
+            **where,
+        )
+    if op in ("all_to_all", "all_to_allv"):
+        if "in_split" not in entry or "out_split" not in entry:
+            missing = "in_split" if "in_split" not in entry else "out_split"
+            raise InputError(
+                f"{op} needs in_split and out_split (PARAM's parser requires both keys)",
+                field=missing,
+                **where,
+            )
+    if op == "all_to_all":
+        if in_elems != out_elems or in_elems % ws:
+            raise InputError(
+                f"all_to_all: in_msg_size must equal out_msg_size and divide by {ws}",
+                field="in_msg_size",
+                **where,
+            )
+        for key in ("in_split", "out_split"):
+            split = _splits(entry, key, where, ws, in_elems)
+            if split is not None and len(set(split)) != 1:
+                raise InputError(
+                    "all_to_all has equal splits (use all_to_allv)", field=key, **where
+                )
+    if op == "all_to_allv":
+        in_split = _splits(entry, "in_split", where, ws, in_elems)
+        out_split = _splits(entry, "out_split", where, ws, out_elems)
+        if in_split is None or out_split is None:
+            if in_elems % ws or out_elems % ws:
+                raise InputError(
+                    "all_to_allv without splits needs sizes divisible by world_size",
+                    field="in_split" if in_split is None else "out_split",
+                    **where,
+                )
+            in_split = in_split or tuple([in_elems // ws] * ws)
+            out_split = out_split or tuple([out_elems // ws] * ws)
+    return in_split, out_split
+
+
+def _parse_root(entry: dict, where: dict, members: tuple[int, ...]) -> int:
+    """A broadcast/reduce root (global rank): given and a member, else the first member."""
+    if "root" not in entry:
+        return members[0]
+    root = _int_field(entry, "root", where)
+    if root not in members:
+        raise InputError(
+            f"root {root} (a global rank) is not a member of the group {list(members)}",
+            field="root",
+            **where,
+        )
+    return root
+
+
+def _parse_p2p(entry: dict, where: dict, world_size: int) -> tuple[int, int]:
+    """``(src_rank, dst_rank)`` of a send/recv, distinct global ranks, ``use_batch: false``."""
+    src = _int_field(entry, "src_rank", where)
+    dst = _int_field(entry, "dst_rank", where)
+    for key, value in (("src_rank", src), ("dst_rank", dst)):
+        if value >= world_size:
+            raise InputError(f"{value} is not a global rank < {world_size}", field=key, **where)
+    if src == dst:
+        raise InputError("src_rank equals dst_rank", field="dst_rank", **where)
+    if "use_batch" not in entry:
+        raise InputError(
+            "required on send/recv (PARAM's parsers read it)", field="use_batch", **where
+        )
+    if entry["use_batch"] is not False:
+        raise InputError(
+            "only use_batch: false is replayable (PARAM's batched p2p is broken)",
+            field="use_batch",
+            **where,
+        )
+    return src, dst
+
+
+def _parse_start(entry: dict, where: dict, last_start_ns: int, limits) -> int:
+    """``startTime_ns`` (-1 when absent), never below the previous entry's."""
+    if "startTime_ns" not in entry:
+        return -1
+    start_ns = _int_field(entry, "startTime_ns", where)
+    limits.check("max_time_ns", start_ns, field="startTime_ns", **where)
+    if start_ns < last_start_ns:
+        raise InputError(
+            f"startTime_ns {start_ns} < previous {last_start_ns}: timestamps are "
+            "cumulative from program start and never decrease",
+            field="startTime_ns",
+            **where,
+        )
+    return start_ns
+
+
+_COLUMN_TYPES = {
+    "entry": np.int64,
+    "in_elems": np.int64,
+    "out_elems": np.int64,
+    "group_size": np.int64,
+    "pg_id": np.int64,
+    "root": np.int64,
+    "src_rank": np.int64,
+    "dst_rank": np.int64,
+    "start_time_ns": np.int64,
+    "occ": np.int64,
+    "weight": np.float64,
+    "executes": bool,
+    "bytes": np.int64,
+}
+
+
+def _ops_frame(cols: dict[str, list]) -> pd.DataFrame:
+    """The ``OP_COLUMNS`` table: numeric columns typed, the others Python objects."""
+    return pd.DataFrame(
+        {
+            c: np.asarray(cols[c], dtype=_COLUMN_TYPES[c])
+            if c in _COLUMN_TYPES
+            else pd.Series(cols[c], dtype=object)
+            for c in OP_COLUMNS
+        }
+    )
+
+
+def _parse_op(
+    entry: dict, op: str, where: dict, rank: int, world_size: int, group_members: dict, ctx
+) -> dict:
+    """One op entry as a row of ``OP_COLUMNS`` (every field checked, see the module doc)."""
+    backend, limits, last_start_ns = ctx
+    occ, marker, weight, phase = _parse_markers(entry, where)
+    pg_id, members, group_size = _parse_group(entry, op, where, group_members, world_size)
+    in_elems, out_elems, dtype, element_bytes = _parse_sizes(entry, op, where, backend, limits)
+    in_split, out_split = _check_layout(entry, op, where, len(members), in_elems, out_elems)
+    root = _parse_root(entry, where, members) if op in ROOTED_KINDS else -1
+    src, dst = _parse_p2p(entry, where, world_size) if op in P2P_KINDS else (-1, -1)
+    start_ns = _parse_start(entry, where, last_start_ns, limits)
+    if op == "send":
+        executes = src == rank
+    elif op == "recv":
+        executes = dst == rank
+    else:
+        executes = rank in members
+    return {
+        "entry": where["record"],
+        "op": op,
+        "in_elems": in_elems,
+        "out_elems": out_elems,
+        "dtype": dtype,
+        "group_size": group_size,
+        "pg_id": pg_id,
+        "root": root,
+        "src_rank": src,
+        "dst_rank": dst,
+        "in_split": in_split,
+        "out_split": out_split,
+        "start_time_ns": start_ns,
+        "occ": occ,
+        "marker": marker,
+        "weight": weight,
+        "phase": phase,
+        "executes": executes,
+        "bytes": _nccl_tests_bytes(op, in_elems, out_elems, element_bytes),
+    }
+
+
 def parse_rank_file(
     path: str | Path, rank: int, world_size: int, *, backend: str | None = None
 ) -> RankProgram:
@@ -269,233 +530,26 @@ def parse_rank_file(
         if op == "init":
             if seen_op:
                 raise InputError("init entry after the first op entry", field="comms", **where)
-            pg_id = _int_field(entry, "pg_id", where)
-            ranks = entry.get("global_ranks")
-            if (
-                not isinstance(ranks, list)
-                or not ranks
-                or not all(_is_int(r) and 0 <= r < world_size for r in ranks)
-                or len(set(ranks)) != len(ranks)
-            ):
-                raise InputError(
-                    f"expected distinct global ranks in [0, {world_size})",
-                    field="global_ranks",
-                    **where,
-                )
-            if pg_id in group_members:
-                raise InputError(f"pg_id {pg_id} declared twice", field="pg_id", **where)
-            if entry.get("world_size") != len(ranks):
-                raise InputError(
-                    f"world_size must equal len(global_ranks) = {len(ranks)}",
-                    field="world_size",
-                    **where,
-                )
-            # torch's new_group orders members by global rank: group rank = sorted position
-            groups.append(ProcessGroupSpec(pg_id, tuple(sorted(ranks))))
-            group_members[pg_id] = tuple(sorted(ranks))
+            spec = _parse_init(entry, where, world_size, group_members)
+            groups.append(spec)
+            group_members[spec.pg_id] = spec.ranks
             continue
         seen_op = True
         if op == "wait":
             continue  # PARAM skips wait entries in (always) blocking replay; so do we
-        occ, marker, weight, phase = _parse_markers(entry, where)
+        row = _parse_op(
+            entry, op, where, rank, world_size, group_members, (backend, limits, last_start_ns)
+        )
+        if row["start_time_ns"] >= 0:
+            last_start_ns = row["start_time_ns"]
+        for key in OP_COLUMNS:
+            cols[key].append(row[key])
+    ops = _ops_frame(cols)
+    _refuse_executed_twice(ops, file, rank)
+    return RankProgram(file, rank, world_size, tuple(groups), ops)
 
-        pg_id = -1
-        if "pg_id" in entry:
-            pg_id = _int_field(entry, "pg_id", where)
-            if pg_id not in group_members:
-                raise InputError(f"pg_id {pg_id} has no init entry", field="pg_id", **where)
-        members = group_members[pg_id] if pg_id >= 0 else tuple(range(world_size))
 
-        group_size = -1
-        if op not in P2P_KINDS or "world_size" in entry:
-            group_size = _int_field(entry, "world_size", where, minimum=1)
-            if op not in P2P_KINDS and group_size != len(members):
-                raise InputError(
-                    f"world_size {group_size} != size of the op's group ({len(members)})",
-                    field="world_size",
-                    **where,
-                )
-
-        in_elems = out_elems = 0
-        dtype = ""
-        element_bytes = 0
-        if op != "barrier":
-            in_elems = _int_field(entry, "in_msg_size", where)
-            out_elems = _int_field(entry, "out_msg_size", where)
-            dtype = entry.get("dtype")
-            info = PARAM_DTYPES.get(dtype) if isinstance(dtype, str) else None
-            if info is None:
-                raise InputError(
-                    f"unknown dtype {dtype!r} (PARAM names: {', '.join(sorted(PARAM_DTYPES))})",
-                    field="dtype",
-                    **where,
-                )
-            if backend == "gloo" and info.canonical in GLOO_UNSUPPORTED:
-                raise InputError(
-                    f"dtype {dtype!r} is not supported by the gloo backend", field="dtype", **where
-                )
-            element_bytes = info.element_bytes
-            for key, elems in (("in_msg_size", in_elems), ("out_msg_size", out_elems)):
-                limits.check(
-                    "max_message_bytes",
-                    elems * element_bytes,
-                    what=f"{key} x {element_bytes} bytes",
-                    field=key,
-                    **where,
-                )
-
-        ws = len(members)
-        in_split = out_split = None
-        root = src = dst = -1
-        if op in ("all_reduce", "broadcast", "reduce", "send", "recv") and out_elems != in_elems:
-            raise InputError(
-                f"{op} is in place: out_msg_size must equal in_msg_size ({in_elems})",
-                field="out_msg_size",
-                **where,
-            )
-        if op == "all_gather" and out_elems != in_elems * ws:
-            raise InputError(
-                f"all_gather: out_msg_size must be in_msg_size x world_size = {in_elems * ws}",
-                field="out_msg_size",
-                **where,
-            )
-        if op == "reduce_scatter" and in_elems != out_elems * ws:
-            raise InputError(
-                f"reduce_scatter: in_msg_size must be out_msg_size x world_size = {out_elems * ws}",
-                field="in_msg_size",
-                **where,
-            )
-        if op in ("all_to_all", "all_to_allv"):
-            if "in_split" not in entry or "out_split" not in entry:
-                missing = "in_split" if "in_split" not in entry else "out_split"
-                raise InputError(
-                    f"{op} needs in_split and out_split (PARAM's parser requires both keys)",
-                    field=missing,
-                    **where,
-                )
-        if op == "all_to_all":
-            if in_elems != out_elems or in_elems % ws:
-                raise InputError(
-                    f"all_to_all: in_msg_size must equal out_msg_size and divide by {ws}",
-                    field="in_msg_size",
-                    **where,
-                )
-            for key in ("in_split", "out_split"):
-                split = _splits(entry, key, where, ws, in_elems)
-                if split is not None and len(set(split)) != 1:
-                    raise InputError(
-                        "all_to_all has equal splits (use all_to_allv)", field=key, **where
-                    )
-        if op == "all_to_allv":
-            in_split = _splits(entry, "in_split", where, ws, in_elems)
-            out_split = _splits(entry, "out_split", where, ws, out_elems)
-            if in_split is None or out_split is None:
-                if in_elems % ws or out_elems % ws:
-                    raise InputError(
-                        "all_to_allv without splits needs sizes divisible by world_size",
-                        field="in_split" if in_split is None else "out_split",
-                        **where,
-                    )
-                in_split = in_split or tuple([in_elems // ws] * ws)
-                out_split = out_split or tuple([out_elems // ws] * ws)
-        if op in ROOTED_KINDS:
-            if "root" in entry:
-                root = _int_field(entry, "root", where)
-                if root not in members:
-                    raise InputError(
-                        f"root {root} (a global rank) is not a member of the group {list(members)}",
-                        field="root",
-                        **where,
-                    )
-            else:
-                root = members[0]
-        if op in P2P_KINDS:
-            src = _int_field(entry, "src_rank", where)
-            dst = _int_field(entry, "dst_rank", where)
-            for key, value in (("src_rank", src), ("dst_rank", dst)):
-                if value >= world_size:
-                    raise InputError(
-                        f"{value} is not a global rank < {world_size}", field=key, **where
-                    )
-            if src == dst:
-                raise InputError("src_rank equals dst_rank", field="dst_rank", **where)
-            if "use_batch" not in entry:
-                raise InputError(
-                    "required on send/recv (PARAM's parsers read it)", field="use_batch", **where
-                )
-            if entry["use_batch"] is not False:
-                raise InputError(
-                    "only use_batch: false is replayable (PARAM's batched p2p is broken)",
-                    field="use_batch",
-                    **where,
-                )
-
-        start_ns = -1
-        if "startTime_ns" in entry:
-            start_ns = _int_field(entry, "startTime_ns", where)
-            limits.check("max_time_ns", start_ns, field="startTime_ns", **where)
-            if start_ns < last_start_ns:
-                raise InputError(
-                    f"startTime_ns {start_ns} < previous {last_start_ns}: timestamps are "
-                    "cumulative from program start and never decrease",
-                    field="startTime_ns",
-                    **where,
-                )
-            last_start_ns = start_ns
-
-        if op == "send":
-            executes = src == rank
-        elif op == "recv":
-            executes = dst == rank
-        else:
-            executes = rank in members
-
-        for key, value in (
-            ("entry", index),
-            ("op", op),
-            ("in_elems", in_elems),
-            ("out_elems", out_elems),
-            ("dtype", dtype),
-            ("group_size", group_size),
-            ("pg_id", pg_id),
-            ("root", root),
-            ("src_rank", src),
-            ("dst_rank", dst),
-            ("in_split", in_split),
-            ("out_split", out_split),
-            ("start_time_ns", start_ns),
-            ("occ", occ),
-            ("marker", marker),
-            ("weight", weight),
-            ("phase", phase),
-            ("executes", executes),
-            ("bytes", _nccl_tests_bytes(op, in_elems, out_elems, element_bytes)),
-        ):
-            cols[key].append(value)
-
-    ops = pd.DataFrame(
-        {
-            "entry": np.asarray(cols["entry"], dtype=np.int64),
-            "op": pd.Series(cols["op"], dtype=object),
-            "in_elems": np.asarray(cols["in_elems"], dtype=np.int64),
-            "out_elems": np.asarray(cols["out_elems"], dtype=np.int64),
-            "dtype": pd.Series(cols["dtype"], dtype=object),
-            "group_size": np.asarray(cols["group_size"], dtype=np.int64),
-            "pg_id": np.asarray(cols["pg_id"], dtype=np.int64),
-            "root": np.asarray(cols["root"], dtype=np.int64),
-            "src_rank": np.asarray(cols["src_rank"], dtype=np.int64),
-            "dst_rank": np.asarray(cols["dst_rank"], dtype=np.int64),
-            "in_split": pd.Series(cols["in_split"], dtype=object),
-            "out_split": pd.Series(cols["out_split"], dtype=object),
-            "start_time_ns": np.asarray(cols["start_time_ns"], dtype=np.int64),
-            "occ": np.asarray(cols["occ"], dtype=np.int64),
-            "marker": pd.Series(cols["marker"], dtype=object),
-            "weight": np.asarray(cols["weight"], dtype=np.float64),
-            "phase": pd.Series(cols["phase"], dtype=object),
-            "executes": np.asarray(cols["executes"], dtype=bool),
-            "bytes": np.asarray(cols["bytes"], dtype=np.int64),
-        }
-    )
+def _refuse_executed_twice(ops: pd.DataFrame, file: str, rank: int) -> None:
     executed = ops[ops["executes"]]
     dup = executed["occ"].duplicated(keep="first")
     if dup.any():
@@ -507,7 +561,6 @@ def parse_rank_file(
             record=int(row["entry"]),
             field="markers",
         )
-    return RankProgram(file, rank, world_size, tuple(groups), ops)
 
 
 def rank_files(directory: str | Path) -> list[Path]:

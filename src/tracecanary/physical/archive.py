@@ -28,11 +28,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tracecanary.canonical import atomic_output, write_json, write_text
-from tracecanary.parquet_io import write_parquet
+from tracecanary.formats.ids import ATTEMPT_FORMAT, ENVIRONMENT_FORMAT
 from tracecanary.formats.schemas import validate
-
-ATTEMPT_FORMAT = "tracecanary.attempt/v1"
-ENVIRONMENT_FORMAT = "tracecanary.environment/v1"
+from tracecanary.parquet_io import write_parquet
 
 
 def utc_now() -> str:

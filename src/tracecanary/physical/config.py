@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from tracecanary.errors import InputError
 from tracecanary.formats.schemas import validate
+from tracecanary.limits import load_yaml
+
 
 def default_configs_path() -> Path:
     """The shipped ``physical.yaml`` (package data; ``config/physical.yaml`` is its copy)."""
@@ -24,12 +24,7 @@ def default_configs_path() -> Path:
 def load_configs(path: str | Path) -> dict:
     """The validated configuration document."""
     path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror}", file=str(path)) from err
-    except yaml.YAMLError as err:
-        raise InputError(f"not valid YAML: {err}".replace("\n", " "), file=str(path)) from err
+    doc = load_yaml(path)  # under the resource policy (tracecanary.limits)
     validate(doc, "physical", file=str(path))
     default = doc.get("default")
     if default is not None and default not in doc["configs"]:

@@ -33,6 +33,7 @@ from typing import TextIO
 from tracecanary.physical.worker import PROGRESS_PREFIX
 
 KILL_GRACE_S = 5.0
+WORKER_MODULE = "tracecanary.physical.worker"  # the rank program launch() runs by default
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,9 @@ class LaunchResult:
     failed_ranks: dict[int, str] = field(default_factory=dict)
 
 
-def torchrun_command(topology: Topology, worker_args: list[str]) -> list[str]:
+def torchrun_command(
+    topology: Topology, worker_args: list[str], module: str = WORKER_MODULE
+) -> list[str]:
     cmd = [
         sys.executable,
         "-m",
@@ -97,7 +100,7 @@ def torchrun_command(topology: Topology, worker_args: list[str]) -> list[str]:
             "--rdzv-endpoint",
             str(topology.rdzv_endpoint),
         ]
-    return cmd + ["-m", "tracecanary.physical.worker", *worker_args]
+    return cmd + ["-m", module, *worker_args]
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -113,7 +116,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
             continue
 
 
-def _kill_leftover_workers(staging: Path) -> None:
+def _kill_leftover_workers(staging: Path, module: str = WORKER_MODULE) -> None:
     """SIGKILL workers that outlived torchrun (they run in their own sessions)."""
     for env_file in staging.glob("rank*/env.json"):
         try:
@@ -121,7 +124,7 @@ def _kill_leftover_workers(staging: Path) -> None:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except (OSError, ValueError, KeyError):
             continue
-        if b"tracecanary.physical.worker" in cmdline:
+        if module.encode() in cmdline:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -149,10 +152,12 @@ def launch(
     timeout_s: float,
     env: dict[str, str],
     progress: TextIO | None = None,
+    module: str = WORKER_MODULE,
 ) -> LaunchResult:
-    """Run the worker on this node's ranks; see the module docstring."""
+    """Run the worker (``module``: the rank program, default tracecanary's worker) on this
+    node's ranks; see the module docstring."""
     staging.mkdir(parents=True, exist_ok=True)
-    cmd = torchrun_command(topology, worker_args)
+    cmd = torchrun_command(topology, worker_args, module)
     child_env = {**os.environ, **env}
     child_env.setdefault("PYTHONUNBUFFERED", "1")
     lines: list[str] = []
@@ -186,9 +191,9 @@ def launch(
         _kill_group(proc)
     except BaseException:
         _kill_group(proc)
-        _kill_leftover_workers(staging)
+        _kill_leftover_workers(staging, module)
         raise
-    _kill_leftover_workers(staging)
+    _kill_leftover_workers(staging, module)
     reader.join(timeout=10)
     wall = time.monotonic_ns() - t0
     log = "".join(lines)

@@ -10,6 +10,27 @@ over ranks). Across configurations: pairwise ranking agreement between canary an
 per metric (share of agreeing pairs, ties under a relative tolerance) and Kendall's tau-b;
 the runtime reduction (canary pass time over full pass time) per configuration.
 
+Noise first: per configuration, program and metric a bootstrap confidence interval of the
+median over repetitions (``BOOTSTRAP_RESAMPLES`` resamples of the repetitions, fixed
+seed, so the report is a pure function of the archives). A pair of configurations is
+*decided* only when their intervals separate, otherwise ``undetermined``; with fewer than
+``DECISION_MIN_REPETITIONS`` repetitions no interval is formed and nothing is decided.
+Agreement between canary and full program is stated over the pairs decided in both, with
+the undetermined count beside it.
+
+The physical gate (``gate``): ``fail`` when a pair decided in both programs flips between
+canary and full program, or when a configuration's canary/full pass-time ratio exceeds
+``max_runtime_ratio``; ``warning`` when no pair could be decided (too few repetitions or
+overlapping intervals everywhere), never a silent pass; else ``pass``.
+
+The separate claim (``simulator_agreement``): with a calibrated backends file and the
+replayed PARAM programs, the simulator twin (``sim/twin.py``) of every configuration is
+priced from measured ladders and its ranking compared with the machine's, for the full
+program and the canary, per metric: pairs the machine decided, how many the simulator
+ranks the same way, Kendall's tau-b, and per configuration the prediction error of the
+mean latency (simulated minus measured over measured, %). Without that evidence it is
+``not_computed`` with the reason naming what is missing.
+
 Only archives whose status is ``complete`` count; any other is listed as excluded with
 its reason. Nothing here is simulated: the numbers are measurements on the machine the
 archives record (see their environment.json).
@@ -26,17 +47,23 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from tracecanary.canonical import write_json, write_text
+from tracecanary.formats.ids import PHYSICAL_REPORT_FORMAT
+from tracecanary.sim.metrics import weighted_quantile_values
+from tracecanary.sim.ranking import DEFAULT_TIE_TOLERANCE, RANKING_METRICS, decide
 
 METRICS = ("p50", "p95", "p99", "max", "mean")
-RANK_METRICS = ("p50", "p95", "p99", "mean")
+RANK_METRICS = RANKING_METRICS
+PROGRAMS = ("canary", "full")
+DECISION_MIN_REPETITIONS = 3
+RECOMMENDED_REPETITIONS = 5
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_CONFIDENCE = 0.95
+BOOTSTRAP_SEED = 20261201
+DEFAULT_MAX_RUNTIME_RATIO = 0.5
 
 
 def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
-    order = np.argsort(values, kind="stable")
-    v, w = values[order], weights[order]
-    cum = np.cumsum(w)
-    idx = int(np.searchsorted(cum, q * cum[-1], side="left"))
-    return float(v[min(idx, v.size - 1)])
+    return float(weighted_quantile_values(values, weights, [q])[0])
 
 
 def attempt_metrics(archive: Path) -> dict:
@@ -76,43 +103,114 @@ def attempt_metrics(archive: Path) -> dict:
     }
 
 
-def _decide(a: float, b: float, tie: float) -> int:
-    if abs(a - b) <= tie * max(abs(a), abs(b)):
-        return 0
-    return -1 if a < b else 1
+def bootstrap_interval(values: list[float]) -> list[float] | None:
+    """[low, high] percentile bootstrap interval of the median of ``values`` (the
+    repetitions), or None with fewer than DECISION_MIN_REPETITIONS values."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size < DECISION_MIN_REPETITIONS:
+        return None
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    idx = rng.integers(0, v.size, size=(BOOTSTRAP_RESAMPLES, v.size))
+    stats = np.median(v[idx], axis=1)
+    tail = (1.0 - BOOTSTRAP_CONFIDENCE) / 2.0
+    low, high = np.quantile(stats, [tail, 1.0 - tail])
+    return [float(low), float(high)]
 
 
-def ranking_agreement(canary: dict[str, float], full: dict[str, float], tie: float) -> dict:
-    from scipy.stats import kendalltau
+def decide_by_interval(a: list[float] | None, b: list[float] | None) -> int | None:
+    """-1 when a's interval lies wholly below b's, 1 when above, None (undetermined)
+    when they overlap or either is missing."""
+    if a is None or b is None:
+        return None
+    if a[1] < b[0]:
+        return -1
+    if b[1] < a[0]:
+        return 1
+    return None
 
-    names = sorted(set(canary) & set(full))
-    pairs = list(itertools.combinations(names, 2))
-    agree = sum(
-        1 for a, b in pairs if _decide(canary[a], canary[b], tie) == _decide(full[a], full[b], tie)
-    )
-    tau = None
-    if len(names) >= 2:
-        t = kendalltau([canary[n] for n in names], [full[n] for n in names], variant="b").statistic
-        tau = None if t is None or math.isnan(t) else float(t)
+
+def interval_decisions(
+    intervals: dict[str, list[float] | None],
+) -> dict[tuple[str, str], int | None]:
     return {
-        "pairs": len(pairs),
-        "agreeing_pairs": agree,
-        "agreement": (agree / len(pairs)) if pairs else None,
-        "kendall_tau_b": tau,
-        "canary_order": sorted(names, key=lambda n: (canary[n], n)),
-        "full_order": sorted(names, key=lambda n: (full[n], n)),
+        (a, b): decide_by_interval(intervals[a], intervals[b])
+        for a, b in itertools.combinations(sorted(intervals), 2)
     }
 
 
-def build_physical_report(attempts: list[str], *, tie_tolerance: float = 0.02) -> dict:
-    """Attempt dirs named .../<program>/<config>/rep<k> (program = canary | full)."""
+def _kendall(x: dict[str, float], y: dict[str, float]) -> float | None:
+    from scipy.stats import kendalltau
+
+    names = sorted(set(x) & set(y))
+    if len(names) < 2:
+        return None
+    t = kendalltau([x[n] for n in names], [y[n] for n in names], variant="b").statistic
+    return None if t is None or math.isnan(t) else float(t)
+
+
+def ranking_agreement(
+    canary: dict[str, float],
+    full: dict[str, float],
+    tie: float,
+    canary_intervals: dict[str, list[float] | None] | None = None,
+    full_intervals: dict[str, list[float] | None] | None = None,
+) -> dict:
+    """Point-estimate agreement (every pair, ties under ``tie``) and, with intervals,
+    agreement over the pairs decided in both programs and the flips among them."""
+    names = sorted(set(canary) & set(full))
+    pairs = list(itertools.combinations(names, 2))
+    agree = sum(
+        1 for a, b in pairs if decide(canary[a], canary[b], tie) == decide(full[a], full[b], tie)
+    )
+    out = {
+        "pairs": len(pairs),
+        "agreeing_pairs": agree,
+        "agreement": (agree / len(pairs)) if pairs else None,
+        "kendall_tau_b": _kendall(canary, full),
+        "canary_order": sorted(names, key=lambda n: (canary[n], n)),
+        "full_order": sorted(names, key=lambda n: (full[n], n)),
+    }
+    cdec = interval_decisions({n: (canary_intervals or {}).get(n) for n in names})
+    fdec = interval_decisions({n: (full_intervals or {}).get(n) for n in names})
+    decided = [p for p in pairs if cdec[p] is not None and fdec[p] is not None]
+    flips = [list(p) for p in decided if cdec[p] != fdec[p]]
+    out.update(
+        {
+            "decided_pairs": len(decided),
+            "undetermined_pairs": len(pairs) - len(decided),
+            "agreeing_decided_pairs": len(decided) - len(flips),
+            "decided_agreement": (len(decided) - len(flips)) / len(decided) if decided else None,
+            "flips": flips,
+            "decided_full_pairs": sum(1 for p in pairs if fdec[p] is not None),
+            "decided_canary_pairs": sum(1 for p in pairs if cdec[p] is not None),
+        }
+    )
+    return out
+
+
+def _read_attempt(p: Path) -> dict:
+    return json.loads((p / "attempt.json").read_text())
+
+
+def build_physical_report(
+    attempts: list[str],
+    *,
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
+    max_runtime_ratio: float = DEFAULT_MAX_RUNTIME_RATIO,
+    backends: str | None = None,
+    programs: dict[str, str] | None = None,
+) -> dict:
+    """Attempt dirs named .../<program>/<config>/rep<k> (program = canary | full);
+    ``backends`` (calibrated) and ``programs`` ({canary, full}: PARAM program dirs)
+    enable the simulator comparison."""
     by: dict[tuple[str, str], list[dict]] = {}
     excluded = []
     environment = None
+    timestamped: set[bool] = set()
     for path in sorted(attempts):
         p = Path(path)
         program, config = p.parent.parent.name, p.parent.name
-        attempt = json.loads((p / "attempt.json").read_text())
+        attempt = _read_attempt(p)
         if attempt.get("status") != "complete":
             excluded.append(
                 {
@@ -122,6 +220,7 @@ def build_physical_report(attempts: list[str], *, tie_tolerance: float = 0.02) -
                 }
             )
             continue
+        timestamped.add(bool(attempt.get("use_timestamps", False)))
         if environment is None and (p / "environment.json").exists():
             env = json.loads((p / "environment.json").read_text())
             environment = {
@@ -136,7 +235,7 @@ def build_physical_report(attempts: list[str], *, tie_tolerance: float = 0.02) -
     per_config = {}
     for config in configs:
         entry = {}
-        for program in ("canary", "full"):
+        for program in PROGRAMS:
             runs = by.get((program, config), [])
             if runs:
                 entry[program] = {
@@ -145,6 +244,9 @@ def build_physical_report(attempts: list[str], *, tie_tolerance: float = 0.02) -
                 entry[program]["repetitions"] = len(runs)
                 entry[program]["occurrences_executed"] = runs[0]["occurrences_executed"]
                 entry[program]["weight_total"] = runs[0]["weight_total"]
+                entry[program]["interval"] = {
+                    m: bootstrap_interval([r[m] for r in runs]) for m in (*METRICS, "pass_ms")
+                }
         if "canary" in entry and "full" in entry:
             entry["runtime_reduction"] = entry["canary"]["pass_ms"] / entry["full"]["pass_ms"]
         per_config[config] = entry
@@ -154,22 +256,179 @@ def build_physical_report(attempts: list[str], *, tie_tolerance: float = 0.02) -
             {c: per_config[c]["canary"][m] for c in complete},
             {c: per_config[c]["full"][m] for c in complete},
             tie_tolerance,
+            {c: per_config[c]["canary"]["interval"][m] for c in complete},
+            {c: per_config[c]["full"]["interval"][m] for c in complete},
         )
         for m in RANK_METRICS
     }
+    reps = [per_config[c][p]["repetitions"] for c in complete for p in PROGRAMS]
+    gate = physical_gate(
+        agreement,
+        {c: per_config[c]["runtime_reduction"] for c in complete},
+        max_runtime_ratio=max_runtime_ratio,
+        min_repetitions=min(reps) if reps else 0,
+    )
     return {
-        "format": "tracecanary.physical-report/v1",
+        "format": PHYSICAL_REPORT_FORMAT,
         "measured": "real collectives (torch.distributed); numbers are measurements from the attempt archives",
         "environment": environment,
         "tie_tolerance": tie_tolerance,
+        "noise": {
+            "statistic": "median over repetitions",
+            "interval": f"percentile bootstrap, {BOOTSTRAP_CONFIDENCE:.0%}, "
+            f"{BOOTSTRAP_RESAMPLES} resamples of the repetitions, seed {BOOTSTRAP_SEED}",
+            "decision": "a pair is decided only when its two intervals separate",
+            "decision_min_repetitions": DECISION_MIN_REPETITIONS,
+            "recommended_repetitions": RECOMMENDED_REPETITIONS,
+        },
         "configs": per_config,
         "ranking_agreement": agreement,
         "runtime_reduction": {c: per_config[c].get("runtime_reduction") for c in complete},
-        "simulator_agreement": {
-            "status": "not_computed",
-            "reason": "the physical configurations (replayer modes and environment variables) have no declared counterparts among the simulator's backend configurations, so their rankings are not comparable; this is a separate claim that needs such a mapping",
-        },
+        "gate": gate,
+        "simulator_agreement": simulator_agreement(
+            per_config,
+            complete,
+            backends=backends,
+            programs=programs,
+            tie_tolerance=tie_tolerance,
+            timestamped=timestamped,
+        ),
         "excluded_attempts": excluded,
+    }
+
+
+def physical_gate(
+    agreement: dict,
+    runtime_ratio: dict[str, float],
+    *,
+    max_runtime_ratio: float,
+    min_repetitions: int,
+) -> dict:
+    """``fail`` (a decided pair flips, or a runtime ratio above its threshold),
+    ``warning`` (nothing could be decided), else ``pass``; with every reason."""
+    reasons = []
+    for metric, a in agreement.items():
+        for x, y in a["flips"]:
+            reasons.append(f"{metric}: the pair ({x}, {y}) flips between canary and full program")
+    for config, ratio in sorted(runtime_ratio.items()):
+        if ratio > max_runtime_ratio:
+            reasons.append(
+                f"{config}: canary/full runtime ratio {ratio:.3f} exceeds {max_runtime_ratio:g}"
+            )
+    decided = sum(a["decided_pairs"] for a in agreement.values())
+    warnings = []
+    if min_repetitions < DECISION_MIN_REPETITIONS:
+        warnings.append(
+            f"too few repetitions ({min_repetitions} < {DECISION_MIN_REPETITIONS}) for any "
+            "decision: no confidence interval, every pair undetermined"
+        )
+    elif min_repetitions < RECOMMENDED_REPETITIONS:
+        warnings.append(
+            f"{min_repetitions} repetitions (fewer than the recommended {RECOMMENDED_REPETITIONS})"
+        )
+    if decided == 0 and runtime_ratio:
+        warnings.append("no pair was decided in both programs: the ranking claim is untested")
+    status = "fail" if reasons else ("warning" if decided == 0 else "pass")
+    return {
+        "status": status,
+        "reasons": reasons,
+        "warnings": warnings,
+        "decided_pairs": decided,
+        "max_runtime_ratio": max_runtime_ratio,
+    }
+
+
+def simulator_agreement(
+    per_config: dict,
+    complete: list[str],
+    *,
+    backends: str | None,
+    programs: dict[str, str] | None,
+    tie_tolerance: float,
+    timestamped: set[bool],
+) -> dict:
+    """The simulator twin's ranking against the machine's (see module doc)."""
+    if backends is None:
+        return {
+            "status": "not_computed",
+            "reason": "no calibrated backends file was given (tracecanary calibrate-backends "
+            "builds one from the machine's ladders)",
+        }
+    if not programs or any(p not in programs for p in PROGRAMS):
+        return {
+            "status": "not_computed",
+            "reason": "the replayed PARAM programs (canary and full) were not given",
+        }
+    if len(timestamped) > 1:
+        return {
+            "status": "not_computed",
+            "reason": "attempts mix timestamped and back-to-back replay",
+        }
+    from tracecanary.errors import InputError
+    from tracecanary.sim.backends import load_backends
+    from tracecanary.sim.twin import op_table, simulate_twin
+
+    loaded = load_backends(backends)
+    missing = [c for c in complete if c not in loaded.configs]
+    if missing:
+        return {
+            "status": "not_computed",
+            "reason": "no calibrated simulator configuration for the physical configuration(s) "
+            + ", ".join(missing),
+        }
+    is_ts = timestamped == {True}
+    predicted: dict[str, dict[str, dict]] = {}
+    try:
+        for program in PROGRAMS:
+            table = op_table(programs[program])
+            predicted[program] = {
+                c: simulate_twin(table, loaded.configs[c], timestamped=is_ts).metrics_us()
+                for c in complete
+            }
+    except InputError as err:
+        return {"status": "not_computed", "reason": err.one_line()}
+    per_program = {}
+    for program in PROGRAMS:
+        metrics = {}
+        for m in RANK_METRICS:
+            sim = {c: predicted[program][c][m] for c in complete}
+            meas = {c: per_config[c][program][m] for c in complete}
+            intervals = {c: per_config[c][program]["interval"][m] for c in complete}
+            decisions = interval_decisions(intervals)
+            decided = [(p, d) for p, d in decisions.items() if d is not None]
+            agree = sum(1 for (a, b), d in decided if decide(sim[a], sim[b], tie_tolerance) == d)
+            metrics[m] = {
+                "pairs": len(decisions),
+                "decided_pairs": len(decided),
+                "undetermined_pairs": len(decisions) - len(decided),
+                "agreeing_pairs": agree,
+                "agreement": agree / len(decided) if decided else None,
+                "kendall_tau_b": _kendall(sim, meas),
+                "simulator_order": sorted(complete, key=lambda n: (sim[n], n)),
+                "machine_order": sorted(complete, key=lambda n: (meas[n], n)),
+            }
+        per_program[program] = {
+            "metrics": metrics,
+            "prediction_error_pct": {
+                c: (predicted[program][c]["mean"] - per_config[c][program]["mean"])
+                / per_config[c][program]["mean"]
+                * 100.0
+                for c in complete
+            },
+            "predicted": predicted[program],
+        }
+    decided = sum(v["decided_pairs"] for pp in per_program.values() for v in pp["metrics"].values())
+    agreeing = sum(
+        v["agreeing_pairs"] for pp in per_program.values() for v in pp["metrics"].values()
+    )
+    return {
+        "status": "computed",
+        "backends_sha256": loaded.sha256,
+        "timestamped": is_ts,
+        "decided_pairs": decided,
+        "agreeing_pairs": agreeing,
+        "agreement": agreeing / decided if decided else None,
+        "programs": per_program,
     }
 
 
@@ -181,33 +440,74 @@ def _num(d: dict | None, key: str) -> str:
     return "-" if d is None else f"{d[key]:.1f}"
 
 
+def _interval(d: dict | None, key: str) -> str:
+    if d is None or d["interval"][key] is None:
+        return "-"
+    lo, hi = d["interval"][key]
+    return f"[{lo:.1f}, {hi:.1f}]"
+
+
 def physical_markdown(report: dict, source: str) -> list[str]:
     lines = [
         f"### Physical replay of `{source}` ({'; '.join(f'{k}={v}' for k, v in (report.get('environment') or {}).items() if k in ('torch', 'backend'))})",
         "",
     ]
+    gate = report["gate"]
+    verdict = {"pass": "PASS", "fail": "FAIL", "warning": "WARNING"}[gate["status"]]
+    lines.append(
+        f"**Physical gate: {verdict}** ({gate['decided_pairs']} decided pair-metrics"
+        f"{'; ' + '; '.join(gate['reasons']) if gate['reasons'] else ''}"
+        f"{'; ' + '; '.join(gate['warnings']) if gate['warnings'] else ''})."
+    )
     lines += [
-        "| configuration | canary p50 / p99 / mean (us) | full p50 / p99 / mean (us) | canary pass (ms) | full pass (ms) | runtime reduction |",
-        "|---|---|---|---|---|---|",
+        "",
+        "| configuration | reps | canary p50 / p99 / mean (us) | canary mean 95% CI | full p50 / p99 / mean (us) | full mean 95% CI | canary pass (ms) | full pass (ms) | canary/full runtime |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, e in report["configs"].items():
         c, f = e.get("canary"), e.get("full")
         rr = e.get("runtime_reduction")
+        reps = "/".join(str(x["repetitions"]) for x in (c, f) if x is not None)
         lines.append(
-            f"| {name} | {_triple(c)} | {_triple(f)} | {_num(c, 'pass_ms')} | {_num(f, 'pass_ms')} | "
-            f"{'-' if rr is None else f'{rr:.3f}'} |"
+            f"| {name} | {reps} | {_triple(c)} | {_interval(c, 'mean')} | {_triple(f)} | "
+            f"{_interval(f, 'mean')} | {_num(c, 'pass_ms')} | {_num(f, 'pass_ms')} | "
+            f"{'-' if rr is None else f'{rr:.3g}'} |"
         )
     lines += ["", "Ranking agreement between canary and full program across configurations:", ""]
     for m, a in report["ranking_agreement"].items():
-        share = "n/a" if a["agreement"] is None else f"{a['agreeing_pairs']}/{a['pairs']} pairs"
+        share = (
+            "n/a"
+            if a["decided_agreement"] is None
+            else f"{a['agreeing_decided_pairs']}/{a['decided_pairs']} decided pairs"
+        )
         tau = "n/a" if a["kendall_tau_b"] is None else f"{a['kendall_tau_b']:.3f}"
         lines.append(
-            f"- {m}: {share}, Kendall tau-b {tau}; canary `{' < '.join(a['canary_order'])}`, full `{' < '.join(a['full_order'])}`"
+            f"- {m}: {share} agree, {a['undetermined_pairs']} undetermined (intervals overlap); "
+            f"Kendall tau-b {tau}; canary `{' < '.join(a['canary_order'])}`, full `{' < '.join(a['full_order'])}`"
         )
-    lines += [
-        "",
-        f"Simulator vs physical ranking (separate claim): {report['simulator_agreement']['status']}: {report['simulator_agreement']['reason']}.",
-    ]
+    sim = report["simulator_agreement"]
+    lines.append("")
+    if sim["status"] != "computed":
+        lines.append(
+            f"Simulator vs physical ranking (separate claim): {sim['status']}: {sim['reason']}."
+        )
+    else:
+        share = (
+            "n/a" if sim["agreement"] is None else f"{sim['agreeing_pairs']}/{sim['decided_pairs']}"
+        )
+        lines.append(
+            f"Simulator (calibrated backends) vs physical ranking (separate claim): {share} of the "
+            "pairs the machine decided rank the same way."
+        )
+        for program, pp in sim["programs"].items():
+            parts = []
+            for m, v in pp["metrics"].items():
+                tau = "n/a" if v["kendall_tau_b"] is None else f"{v['kendall_tau_b']:.2f}"
+                parts.append(
+                    f"{m} {v['agreeing_pairs']}/{v['decided_pairs']} ({v['undetermined_pairs']} undetermined, tau-b {tau})"
+                )
+            errs = ", ".join(f"{c} {e:+.1f}%" for c, e in pp["prediction_error_pct"].items())
+            lines.append(f"- {program}: {'; '.join(parts)}; mean-latency prediction error {errs}")
     if report["excluded_attempts"]:
         lines += [
             "",
@@ -216,9 +516,34 @@ def physical_markdown(report: dict, source: str) -> list[str]:
     return lines + [""]
 
 
-def write_physical(report_json: str, report_md: str, attempts: list[str], source: str) -> None:
-    report = build_physical_report(attempts)
+def write_physical(
+    report_json: str,
+    report_md: str,
+    attempts: list[str],
+    source: str,
+    *,
+    backends: str | None = None,
+    programs: dict[str, str] | None = None,
+    max_runtime_ratio: float = DEFAULT_MAX_RUNTIME_RATIO,
+    param_attempts: list[str] | None = None,
+) -> dict:
+    """``param_attempts`` (replay-param archives): adds ``replayers``, both replayers side
+    by side (``tracecanary.param.side_by_side``), to the report and its markdown."""
+    report = build_physical_report(
+        attempts, backends=backends, programs=programs, max_runtime_ratio=max_runtime_ratio
+    )
     lines = physical_markdown(report, source)
+    if param_attempts:
+        from tracecanary.param.side_by_side import side_by_side, side_by_side_markdown
+
+        report["replayers"] = side_by_side([*attempts, *param_attempts])
+        lines += side_by_side_markdown(report["replayers"])
     report["summary_lines"] = lines
     write_json(report_json, report)
     write_text(report_md, "\n".join([f"# Physical campaign: {source}", ""] + lines))
+    return report
+
+
+def gate_exit_code(report: dict) -> int:
+    """1 when the physical gate failed, else 0 (a warning is shown, not an exit)."""
+    return 1 if report["gate"]["status"] == "fail" else 0

@@ -4,7 +4,10 @@ A configuration (``tracecanary.backends/v1``, ``schemas/backends.schema.json``) 
 enabled algorithms and protocols (NCCL_ALGO / NCCL_PROTO), the channel count, the
 interconnect's bus-bandwidth ceiling, the overlap efficiency, the contention factor and
 a table of (algorithm, protocol) candidates with a per-step latency (us) and a
-per-channel bus bandwidth (decimal GB/s).
+per-channel bus bandwidth (decimal GB/s). A *measured* configuration (written by
+``tracecanary calibrate-backends``) instead carries cost curves per (collective, dtype,
+group size) from measured ladders (``sim/costs.py``) and the replayer mode its physical
+twin uses; it has no candidates.
 
 Guarantees:
 - every refusal is an ``InputError``/``SchemaError`` (exit 2) naming the file and the
@@ -20,17 +23,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from tracecanary.canonical import canonical_json_bytes, sha256_bytes
 from tracecanary.errors import InputError, SchemaError
 from tracecanary.formats.schemas import validate
-
-BACKENDS_FORMAT = "tracecanary.backends/v1"
+from tracecanary.limits import load_yaml
+from tracecanary.sim.costs import CostTable
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,14 @@ class BackendConfig:
     algorithms: tuple[str, ...]
     protocols: tuple[str, ...]
     candidates: tuple[Candidate, ...]
+    # measured configurations (``calibrate-backends``): their cost curves and replayer mode;
+    # None for a modelled configuration (the candidates then price every op)
+    costs: CostTable | None = field(default=None, compare=False)
+    replay: dict | None = field(default=None, compare=False)
+
+    @property
+    def measured(self) -> bool:
+        return self.costs is not None
 
 
 @dataclass(frozen=True)
@@ -96,27 +105,6 @@ class Backends:
         return sorted(out, key=lambda c: c.name)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate mapping keys instead of keeping the last one."""
-
-
-def _construct_mapping(
-    loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False
-) -> dict:
-    loader.flatten_mapping(node)
-    seen: set = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            line = key_node.start_mark.line + 1
-            raise InputError(f"duplicate key {key!r} (line {line})", field=str(key))
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def _finite_numbers(doc: Any, path: str, file: str) -> None:
     if isinstance(doc, float) and not math.isfinite(doc):
         raise SchemaError("number is not finite", file=file, field=path or "(document)")
@@ -140,6 +128,9 @@ def backends_from_content(content: Mapping[str, Any], *, file: str = "<backends>
     configs: dict[str, BackendConfig] = {}
     for name in sorted(doc["configs"]):
         raw = doc["configs"][name]
+        if "measured" in raw:
+            configs[name] = _measured_config(name, raw)
+            continue
         seen: set[tuple[str, str]] = set()
         enabled: list[Candidate] = []
         for i, cand in enumerate(raw["candidates"]):
@@ -186,6 +177,24 @@ def backends_from_content(content: Mapping[str, Any], *, file: str = "<backends>
     return Backends(content=doc, sha256=sha256_bytes(canonical_json_bytes(doc)), configs=configs)
 
 
+def _measured_config(name: str, raw: Mapping[str, Any]) -> BackendConfig:
+    """A configuration calibrated from ladders: no candidates, one cost curve per op key."""
+    measured = raw["measured"]
+    return BackendConfig(
+        name=name,
+        description=str(raw.get("description", "")),
+        channels=0,
+        link_busbw_gbps=0.0,
+        overlap_efficiency=float(raw["overlap_efficiency"]),
+        contention=float(raw["contention"]),
+        algorithms=(),
+        protocols=(),
+        candidates=(),
+        costs=CostTable.from_document(measured["costs"]),
+        replay=dict(measured["replay"]),
+    )
+
+
 def load_backends(path: str | Path | None) -> Backends:
     """Read ``path`` (YAML or JSON; None: the shipped example configurations), validate it
     against the schema, build the tables."""
@@ -193,23 +202,7 @@ def load_backends(path: str | Path | None) -> Backends:
         from tracecanary.defaults import default_file
 
         path = default_file("backends.yaml")
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("no such file", file=str(path))
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text", file=str(path)) from None
-    try:
-        doc = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
-    except InputError as err:
-        raise InputError(err.message, file=str(path), field=err.field) from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise InputError(
-            f"not valid YAML{where}: {getattr(err, 'problem', err)}", file=str(path)
-        ) from None
+    doc = load_yaml(path)  # YAML (and so JSON) under the resource policy
     if not isinstance(doc, dict):
         raise SchemaError("a backends document is a mapping", file=str(path), field="(document)")
     return backends_from_content(doc, file=str(path))

@@ -82,6 +82,8 @@ class Prepared:
     group_names: tuple[str, ...]  # sorted
     phase_code: np.ndarray  # index into phase_names
     phase_names: tuple[str, ...]  # sorted ("" = no phase)
+    dtype_code: np.ndarray  # index into dtype_names
+    dtype_names: tuple[str, ...]  # sorted
     overlap_ns: np.ndarray  # 0 where not has_overlap
     has_overlap: np.ndarray
     channel: np.ndarray  # code of (group, stream)
@@ -278,6 +280,7 @@ def prepare(program: Program, ablations=()) -> Prepared:
     stream_codes, stream_names = _factorize(occ_df["stream"], perm)
     channel = group_codes * max(len(stream_names), 1) + stream_codes
     phase_codes, phase_names = _factorize(occ_df["phase"], perm)
+    dtype_codes, dtype_names = _factorize(occ_df["dtype"], perm)
 
     maxs = max_skew[perm]
     custom = tuple(
@@ -298,6 +301,8 @@ def prepare(program: Program, ablations=()) -> Prepared:
         group_names=group_names,
         phase_code=phase_codes,
         phase_names=phase_names,
+        dtype_code=dtype_codes,
+        dtype_names=dtype_names,
         overlap_ns=overlap,
         has_overlap=has_overlap,
         channel=channel,
@@ -317,7 +322,11 @@ def base_service_ns(prep: Prepared, config: BackendConfig) -> tuple[np.ndarray, 
 
     cost_c = latency_us * steps + transfer_bytes / (1000.0 * effective_busbw_gbps)  [us]
     base = min_c cost_c * 1000.0  [ns]; ties go to the earlier candidate in the file.
+    A measured configuration prices each occurrence from its cost curve instead
+    (``measured_service_ns``; chosen candidate -1).
     """
+    if config.costs is not None:
+        return measured_service_ns(prep, config), np.full(prep.n, -1, dtype=np.int64)
     n = prep.n
     best = np.full(n, np.inf, dtype=np.float64)
     choice = np.full(n, -1, dtype=np.int64)
@@ -330,6 +339,29 @@ def base_service_ns(prep: Prepared, config: BackendConfig) -> tuple[np.ndarray, 
         best = np.where(better, cost, best)
         choice = np.where(better, cand.index, choice)
     return best * 1000.0, choice
+
+
+def measured_service_ns(prep: Prepared, config: BackendConfig) -> np.ndarray:
+    """float64 ns per occurrence from a measured configuration's cost curves; an op
+    without a curve (barrier and custom ops have no ladder) is refused by name."""
+    from tracecanary.sim.costs import canonical_dtype_name, curve_key, format_key
+
+    ops = np.asarray(prep.op_names, dtype=object)[prep.op_code]
+    dtypes = np.asarray([canonical_dtype_name(d) for d in prep.dtype_names], dtype=object)[
+        prep.dtype_code
+    ]
+    keys = {curve_key(o, d, g) for o, d, g in zip(ops, dtypes, prep.group_size, strict=True)}
+    missing = config.costs.missing(keys)
+    if missing:
+        raise InputError(
+            f"configuration {config.name!r} has no measured evidence for "
+            + ", ".join(format_key(k) for k in missing)
+            + ": refused, never filled with a default",
+            record=f"configs/{config.name}",
+            field="measured/costs",
+        )
+    cost_us, _ = config.costs.evaluate(ops, dtypes, prep.group_size, prep.bytes)
+    return cost_us * 1000.0
 
 
 def channel_fifo(ready_ns: np.ndarray, service_ns: np.ndarray, channel: np.ndarray) -> np.ndarray:

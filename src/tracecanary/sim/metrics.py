@@ -66,6 +66,12 @@ def _exact_sum(values: np.ndarray | None, weights: np.ndarray) -> float | None:
 
 def weighted_quantiles(values: np.ndarray, weights: np.ndarray, qs: Sequence[float]) -> list[int]:
     """Weighted inverted-CDF quantiles of int64 ``values`` (see module doc)."""
+    return [int(v) for v in weighted_quantile_values(values, weights, qs)]
+
+
+def weighted_quantile_values(values: np.ndarray, weights: np.ndarray, qs: Sequence[float]) -> list:
+    """The same quantiles for values of any numeric dtype, as sample values of that dtype
+    (the physical report applies them to float microseconds)."""
     if values.size == 0:
         raise ValueError("quantile of no values")
     if weights.size and weights.min() == 1.0 and weights.max() == 1.0:
@@ -77,11 +83,11 @@ def weighted_quantiles(values: np.ndarray, weights: np.ndarray, qs: Sequence[flo
     out = []
     for q in qs:
         idx = int(np.searchsorted(cumulative, q * total, side="left"))
-        out.append(int(sorted_values[min(idx, sorted_values.size - 1)]))
+        out.append(sorted_values[min(idx, sorted_values.size - 1)])
     return out
 
 
-def _unit_weight_quantiles(values: np.ndarray, qs: Sequence[float]) -> list[int]:
+def _unit_weight_quantiles(values: np.ndarray, qs: Sequence[float]) -> list:
     """The same quantiles for unit weights, by selection instead of a full sort.
 
     With weights 1 the cumulative weights are 1..n (exact in float64), so the first
@@ -90,7 +96,7 @@ def _unit_weight_quantiles(values: np.ndarray, qs: Sequence[float]) -> list[int]
     n = values.size
     ranks = [min(max(math.ceil(q * float(n)) - 1, 0), n - 1) for q in qs]
     picked = np.partition(values, sorted(set(ranks)))
-    return [int(picked[k]) for k in ranks]
+    return [picked[k] for k in ranks]
 
 
 def distribution(values: np.ndarray, weights: np.ndarray) -> dict:

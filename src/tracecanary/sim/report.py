@@ -25,6 +25,7 @@ import numpy as np
 
 from tracecanary.canonical import canonical_json_bytes
 from tracecanary.errors import ClaimFailed, InputError
+from tracecanary.formats.ids import REPORT_FORMAT
 from tracecanary.program import Program
 from tracecanary.sim import SIM_VERSION
 from tracecanary.sim import samples as sample_codec
@@ -47,7 +48,6 @@ from tracecanary.sim.ranking import (
     ranking,
 )
 
-REPORT_FORMAT = "tracecanary.report/v1"
 MODEL_NOTICE = (
     "Deterministic scheduler model of rendezvous, per-channel FIFO queueing, compute "
     "overlap and contention (docs/simulator.md). It is not NCCL and touches no hardware: "

@@ -32,6 +32,8 @@ differ (tests pin this).
 
 from __future__ import annotations
 
+from tracecanary.formats.ids import TRACE_FORMAT
+
 RANKS = 4
 OCCURRENCES = 100
 DTYPE = "bfloat16"
@@ -116,7 +118,7 @@ def build_adversarial() -> dict:
                 }
             )
     return {
-        "format": "tracecanary.trace/v1",
+        "format": TRACE_FORMAT,
         "meta": {
             "world_size": RANKS,
             "source": "tracecanary.synth.adversarial (deterministic, no randomness)",

@@ -10,9 +10,14 @@ arrive with a fixed per-rank skew pattern plus rare straggler events; a few rare
 windows carry very high compute overlap.
 
 Each rank's file is what that process would write: its own events, timestamps on its
-own host's clock. Host clocks differ by known offsets; ``calibration`` states them (the
-merge stage consumes it). Drift is zero in the shipped set so that the calibrated
-timeline is exact; tests exercise drift separately.
+own host's clock, and each event's duration (``latency_ns``, as a profiler records every
+op's duration). One model places everything on the reference (true) timeline: a
+collective is a rendezvous that completes on every member at the latest member's arrival
+plus its transfer time (``transfer_ns``), so a member's latency is that end minus its own
+arrival. Host clocks differ by known offsets (and, when ``host_drift_ppb`` is given, run
+at known rates); ``calibration`` states the exact mapping back onto the reference (the
+merge stage consumes it; a derived calibration is tested against it). Drift is zero in
+the shipped set so that the calibrated timeline is exact.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from tracecanary.formats.ids import CALIBRATION_FORMAT, TRACE_FORMAT
+from tracecanary.synth.transfer import transfer_ns
 
 LAYERS = 16
 HIDDEN = 8192
@@ -39,6 +47,8 @@ class DecodeSpec:
     tail_windows: int = 6
     layers: int = LAYERS
     hidden: int = HIDDEN
+    host_offsets_ns: tuple[int, ...] | None = None  # per host (default: 3.2 ms steps)
+    host_drift_ppb: tuple[float, ...] | None = None  # per host clock rate error (default 0)
 
 
 def _step_template(spec: DecodeSpec) -> list[dict]:
@@ -138,14 +148,29 @@ def build_decode(spec: DecodeSpec = DecodeSpec()) -> tuple[list[dict], dict]:
         20_000, 80_000, size=stragglers.size
     )
     hosts = [f"host{chr(ord('a') + r // spec.ranks_per_host)}" for r in range(spec.ranks)]
-    host_offset = {
-        h: (0 if i == 0 else 3_217_455 * i + 91) for i, h in enumerate(dict.fromkeys(hosts))
-    }
+    host_names = list(dict.fromkeys(hosts))
+    offsets = spec.host_offsets_ns or tuple(
+        0 if i == 0 else 3_217_455 * i + 91 for i in range(len(host_names))
+    )
+    drifts = spec.host_drift_ppb or tuple(0.0 for _ in host_names)
+    host_offset = {h: int(offsets[i]) for i, h in enumerate(host_names)}
+    host_drift = {h: float(drifts[i]) for i, h in enumerate(host_names)}
     clock_origin = 8_640_000_000_000  # a monotonic clock ~2.4 h after boot
+    # true (reference) arrival of every rank; a straggling rank issues its next
+    # collectives no earlier than it finished arriving
+    true_ts = clock_origin + np.maximum.accumulate(issue[:, None] + skew, axis=0)
+    ops_a = np.asarray(ops, dtype=object)
+    xfer = np.zeros(n, dtype=np.int64)
+    for op in set(ops):
+        at = ops_a == op
+        xfer[at] = transfer_ns(op, np.asarray(nbytes, dtype=np.int64)[at], spec.ranks)
+    end = true_ts.max(axis=1) + xfer  # the rendezvous completes on every member at once
+    # host clock: local = true + offset + drift * (true - clock_origin) / 1e9
     docs = []
     for r in range(spec.ranks):
-        # a straggling rank issues its next collectives no earlier than it finished arriving
-        ts = clock_origin + np.maximum.accumulate(issue + skew[:, r]) + host_offset[hosts[r]]
+        h = hosts[r]
+        ts = _host_clock(true_ts[:, r], host_offset[h], host_drift[h], clock_origin)
+        latency = _host_clock(end, host_offset[h], host_drift[h], clock_origin) - ts
         events = []
         for i in range(n):
             event = {
@@ -158,6 +183,7 @@ def build_decode(spec: DecodeSpec = DecodeSpec()) -> tuple[list[dict], dict]:
                 "phase": phases[i],
                 "stream": "comm0",
                 "ts_ns": int(ts[i]),
+                "latency_ns": int(latency[i]),
                 "overlap_ns": int(overlaps_a[i]),
             }
             if ops[i] == "broadcast":
@@ -165,7 +191,7 @@ def build_decode(spec: DecodeSpec = DecodeSpec()) -> tuple[list[dict], dict]:
             events.append(event)
         docs.append(
             {
-                "format": "tracecanary.trace/v1",
+                "format": TRACE_FORMAT,
                 "meta": {
                     "world_size": spec.ranks,
                     "source": f"tracecanary synth decode (seed {spec.seed}), rank {r} capture",
@@ -173,6 +199,7 @@ def build_decode(spec: DecodeSpec = DecodeSpec()) -> tuple[list[dict], dict]:
                     "notes": [
                         "synthetic decode workload: tensor-parallel inference, prefill + periodic decode steps",
                         "timestamps are on this host's monotonic clock; hosts differ by offsets stated in the calibration file",
+                        "latency_ns: each collective completes on every member at the latest member's arrival plus its transfer time",
                     ],
                     "workload": {
                         "kind": "decode",
@@ -186,18 +213,40 @@ def build_decode(spec: DecodeSpec = DecodeSpec()) -> tuple[list[dict], dict]:
             }
         )
     calibration = {
-        "format": "tracecanary.calibration/v1",
+        "format": CALIBRATION_FORMAT,
         "reference": hosts[0],
         "method": "synthetic: offsets known by construction",
         "clocks": [
-            {
-                "clock": h,
-                "offset_ns": -off,
-                "drift_ppb": 0,
-                "anchor_ns": 0,
-                "uncertainty_ns": 0 if off == 0 else 250,
-            }
-            for h, off in host_offset.items()
+            _true_mapping(h, off, host_drift[h], clock_origin) for h, off in host_offset.items()
         ],
     }
     return docs, calibration
+
+
+def _host_clock(true_ns: np.ndarray, offset_ns: int, drift_ppb: float, origin: int) -> np.ndarray:
+    """A host clock's reading of reference times (offset, and rate error ``drift_ppb``)."""
+    if drift_ppb == 0:
+        return true_ns + offset_ns
+    return true_ns + offset_ns + np.rint(drift_ppb * (true_ns - origin) / 1e9).astype(np.int64)
+
+
+def _true_mapping(host: str, offset_ns: int, drift_ppb: float, origin: int) -> dict:
+    """The calibration entry mapping ``host``'s clock back onto the reference:
+    local = t + c + g (t - T0) inverts to t = local - c + k (local - (T0 + c)),
+    k = -g / (1 + g)."""
+    if drift_ppb == 0:
+        return {
+            "clock": host,
+            "offset_ns": -offset_ns,
+            "drift_ppb": 0,
+            "anchor_ns": 0,
+            "uncertainty_ns": 0 if offset_ns == 0 else 250,
+        }
+    g = drift_ppb / 1e9
+    return {
+        "clock": host,
+        "offset_ns": -offset_ns,
+        "drift_ppb": -g / (1 + g) * 1e9,
+        "anchor_ns": origin + offset_ns,
+        "uncertainty_ns": 250,
+    }

@@ -28,6 +28,11 @@ at most ``NOISE_NS``; rare straggler windows delay one rank from its first event
 microbatch to the end of the step; rare tail windows give a run of ``TAIL_RUN`` tensor collectives of
 one stage very high compute overlap (far above 3x the median, the ingest's tail rule).
 
+Each event records its duration (``latency_ns``, as a profiler records every op's), from
+the same model that places the arrivals: a collective completes on every member at its
+last member's arrival plus its transfer time (``tracecanary.synth.transfer``); a send and
+its recv complete together at the later arrival plus the transfer.
+
 Streaming: the file is written step by step; for each step the events of every rank
 are built as numpy arrays (one row per rank event) and turned into JSON Lines text by
 pyarrow compute kernels, so no per-event Python object exists and memory is bounded by
@@ -52,8 +57,9 @@ import pyarrow.compute as pc
 
 from tracecanary.canonical import atomic_output, canonical_json_bytes
 from tracecanary.errors import InputError
+from tracecanary.formats.ids import TRACE_FORMAT as FORMAT
+from tracecanary.synth.transfer import transfer_ns
 
-FORMAT = "tracecanary.trace/v1"
 CLOCK_ORIGIN_NS = 8_640_000_000_000  # a monotonic clock ~2.4 h after boot
 NOISE_NS = 200  # per-event issue noise, well below the smallest compute gap
 TAIL_RUN = 6
@@ -263,6 +269,7 @@ def header(spec: TrainingSpec) -> dict:
                 "synthetic training workload: tensor-parallel all_gather/reduce_scatter, pipeline "
                 "send/recv between stages, data-parallel gradient-bucket all_reduce, world scalar all_reduce",
                 "every timestamp is on one PTP-disciplined cluster clock (one clock domain): arrival skew is known",
+                "latency_ns: a collective completes on every member at its last member's arrival plus its transfer time; a send and its recv complete together",
             ],
             "workload": {
                 "kind": "training",
@@ -316,7 +323,9 @@ def _lines(cols: dict[str, np.ndarray], names: dict[str, pa.Array]) -> memoryvie
         take["dtype"],
         '","group":"',
         take["group"],
-        '","op":"',
+        '","latency_ns":',
+        _strings(cols["latency_ns"]),
+        ',"op":"',
         take["op"],
         '","overlap_ns":',
         _strings(cols["overlap_ns"]),
@@ -337,6 +346,43 @@ def _lines(cols: dict[str, np.ndarray], names: dict[str, pa.Array]) -> memoryvie
     offsets = np.frombuffer(text.buffers()[1], dtype=np.int32, count=len(text) + 1, offset=0)
     start, stop = int(offsets[text.offset]), int(offsets[text.offset + len(text)])
     return memoryview(text.buffers()[2])[start:stop]
+
+
+def _completion_ns(
+    spec: TrainingSpec,
+    templates: list[_Template],
+    stages: list[tuple[np.ndarray, np.ndarray]],
+    n_groups: int,
+) -> list[np.ndarray]:
+    """Per stage, the completion time of every event of one step (ranks x events): a
+    collective completes on every member at its last member's arrival plus its transfer
+    time (``synth.transfer``); a send and its recv complete together, at the later of
+    the two arrivals plus the transfer. ``stages``: (arrival ts, group index) per stage."""
+    ends = []
+    world_last = max(int(ts[:, -1].max()) for ts, _ in stages)
+    for s, tpl in enumerate(templates):
+        ts, group = stages[s]
+        n_ev = tpl.op.size
+        xfer = np.zeros(n_ev, dtype=np.int64)
+        for j in range(n_ev):
+            size = {G_TP: spec.tp, G_DP: spec.dp, G_PP: 2, G_WORLD: spec.ranks}[int(tpl.kind[j])]
+            xfer[j] = transfer_ns(OPS[int(tpl.op[j])], tpl.nbytes[j : j + 1], size)[0]
+        last = np.full((n_groups, n_ev), np.iinfo(np.int64).min, dtype=np.int64)
+        cols = np.broadcast_to(np.arange(n_ev), ts.shape)
+        np.maximum.at(last, (group, cols), ts)
+        end = last[group, cols] + xfer[None, :]
+        end[:, tpl.kind == G_WORLD] = world_last + xfer[tpl.kind == G_WORLD]
+        ends.append(end)
+    for s in range(spec.pp - 1):  # pipeline hand-offs: row i of stage s <-> row i of s + 1
+        for sender, receiver, d_send in ((s, s + 1, +1), (s + 1, s, -1)):
+            t_send, t_recv = templates[sender], templates[receiver]
+            i = np.flatnonzero((t_send.op == SEND) & (t_send.peer_delta == d_send))
+            j = np.flatnonzero((t_recv.op == RECV) & (t_recv.peer_delta == -d_send))
+            both = np.maximum(stages[sender][0][:, i], stages[receiver][0][:, j])
+            end = both + transfer_ns("send", t_send.nbytes[i], 2)[None, :]
+            ends[sender][:, i] = end
+            ends[receiver][:, j] = end
+    return ends
 
 
 def write_training(
@@ -406,6 +452,7 @@ def write_training(
                 t_stage = int(rng.integers(0, spec.pp))
                 t_start = int(rng.integers(0, 1 << 30))
                 t_overlap = rng.integers(350_000, 600_000, size=TAIL_RUN)
+                stage_rows = []
                 for s, tpl in enumerate(templates):
                     ranks = stage_ranks[s]
                     n_ev = tpl.op.size
@@ -438,12 +485,21 @@ def write_training(
                         group = np.where(kind == G_DP, tables["dp"][s, t_idx][:, None], group)
                     if spec.pp > 1:
                         group = np.where(kind == G_PP, tables["pp"][d_idx, t_idx][:, None], group)
+                    stage_rows.append((ts, group, overlap))
+                ends = _completion_ns(
+                    spec, templates, [(t, g) for t, g, _ in stage_rows], len(decl)
+                )
+                for s, tpl in enumerate(templates):
+                    ranks = stage_ranks[s]
+                    n_ev = tpl.op.size
+                    ts, group, overlap = stage_rows[s]
                     delta = tpl.peer_delta[None, :].astype(np.int64)
                     peer = np.where(delta != 0, ranks[:, None] + delta * block, -1)
                     cols = {
                         "bytes": np.broadcast_to(tpl.nbytes, (ranks.size, n_ev)).ravel(),
                         "dtype": np.broadcast_to(tpl.dtype, (ranks.size, n_ev)).ravel(),
                         "group": group.ravel(),
+                        "latency_ns": (ends[s] - ts).ravel(),
                         "op": np.broadcast_to(tpl.op, (ranks.size, n_ev)).ravel(),
                         "overlap_ns": np.broadcast_to(overlap, (ranks.size, n_ev)).ravel(),
                         "peer": peer.ravel(),

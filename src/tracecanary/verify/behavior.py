@@ -7,13 +7,15 @@ verdict:
 - ``timing_mode``: ``lossless`` | ``bounded_approximate`` (as the compiler attested)
 - ``commitments``: ``verified`` | ``mismatch`` (recomputed from the source)
 - ``coverage``: ``full`` | ``partial``
-- ``behavior``: ``pass`` | ``fail`` | ``unverified`` (unverified when the source holds
-  unresolved rank-local uncertainty, e.g. unknown skew: nothing is assumed)
+- ``behavior``: ``pass`` | ``fail`` | ``unverified`` (unverified when the source's skew
+  is unknown or less certain than the canary's skew budget: nothing is assumed;
+  ``source.skew_obstacle`` says which, with the ways out)
 - ``ranking``: ``preserved`` | ``changed`` (pairwise, per latency metric, tie tolerance)
 
-``claim`` is ``verified`` only when commitments are verified, coverage is full,
-behavior passes and ranking is preserved; otherwise ``partial`` (a prefix canary),
-``behaviorally_unverified`` (behavior could not be judged) or ``rejected``.
+``claim`` (``tracecanary.verify.claims.verification_claim``) is ``verified`` only when
+commitments are verified, coverage is full, behavior passes and ranking is preserved;
+otherwise ``partial`` (a prefix canary), ``behaviorally_unverified`` (behavior could not
+be judged) or ``rejected``.
 
 Each check is ``{config, metric, source, canary, tolerance, pass}``; a check passes when
 ``|canary - source| <= max(relative * |source|, absolute)``.
@@ -26,16 +28,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import yaml
 
-from tracecanary.errors import InputError
-from tracecanary.program import Program
+from tracecanary.formats.ids import VERIFICATION_FORMAT as FORMAT
 from tracecanary.formats.schemas import validate
+from tracecanary.limits import load_yaml
+from tracecanary.program import Program
+from tracecanary.verify.claims import (
+    BEHAVIOR_UNJUDGED,
+    skew_budget_ns,
+    skew_obstacle,
+    verification_claim,
+)
 
 if TYPE_CHECKING:
     from tracecanary.compile.source import SourceSerialization
 
-FORMAT = "tracecanary.verification/v1"
 DIST_METRICS = ("p50", "p95", "p99", "max", "mean")
 RANKING_METRICS = ("p50", "p95", "p99", "mean")
 
@@ -54,13 +61,7 @@ def load_tolerances(path: str | None) -> Tolerances:
     from tracecanary.defaults import default_file
 
     source = path or default_file("tolerances.yaml")
-    try:
-        with open(source, encoding="utf-8") as f:
-            content = yaml.safe_load(f)
-    except OSError:
-        raise InputError("cannot read tolerances file", file=source) from None
-    except yaml.YAMLError as err:
-        raise InputError(f"not valid YAML: {str(err).splitlines()[0]}", file=source) from None
+    content = load_yaml(source)  # under the resource policy (tracecanary.limits)
     validate(content, "tolerances", file=source)
     return Tolerances(content)
 
@@ -177,36 +178,11 @@ def tail_recall(
     return int(np.count_nonzero(kept)) / len(tail_ids)
 
 
-def verify_behavior(
-    source: Program,
-    canary: dict,
-    backends,
-    tolerances: Tolerances,
-    *,
-    source_digest: str,
-    canary_digest: str,
-    config_names: list[str] | None = None,
-    source_replay: Replay | None = None,
-    serialization: SourceSerialization | None = None,
-) -> dict:
-    """The verification document (see module doc).
-
-    ``source_replay``: the source's ``replay_program`` under the same backends and
-    configuration names, when the caller already has it (the behavior search); it is
-    recomputed otherwise. It must come from this ``source``: the caller vouches.
-    ``serialization``: ``serialize_source(source)`` when the caller already has it
-    (passed to ``verify_commitments``, which uses it only if made from this ``source``)."""
-    from tracecanary.compile.expand import executed_program, expand_canary
-    from tracecanary.verify.commitments import verify_commitments
-    from tracecanary.sim.ranking import decision_mismatches, decisions
-
-    names = config_names or None
-    logical = expand_canary(canary, executed=False)  # decoded once for both uses
-    executed = executed_program(canary, logical)
-    mismatches = verify_commitments(source, canary, serialization=serialization, expanded=logical)
-    del logical
-    src = source_replay if source_replay is not None else replay_program(source, backends, names)
-    can = replay_program(executed, backends, names)
+def behavior_checks(src: Replay, can: Replay, tolerances: Tolerances) -> list[dict]:
+    """Every behavior check of ``can`` against ``src`` (see the module doc), per
+    configuration of ``src``: latency and queue-wait distributions, hidden share,
+    per-phase and per-op breakdowns, tail-event recall. The canary's replay may be any
+    weighted program's (a canary's executed program, a sampling baseline)."""
     src_metrics, src_lat = src.metrics, src.latencies
     can_metrics, can_lat = can.metrics, can.latencies
     tol = tolerances.content
@@ -270,13 +246,65 @@ def verify_behavior(
                 "pass": recall >= tol["tail_recall_min"],
             }
         )
+    return checks
+
+
+def ranking_changes(
+    src_metrics: dict, can_metrics: dict, tolerances: Tolerances
+) -> tuple[dict, dict, list]:
+    """(source decisions, canary decisions, the decisions that differ): pairwise per
+    ranking metric, with the tolerances' tie tolerance."""
+    from tracecanary.sim.ranking import decision_mismatches, decisions
+
     src_decisions = decisions(src_metrics, tolerances.tie_tolerance, RANKING_METRICS)
     can_decisions = decisions(can_metrics, tolerances.tie_tolerance, RANKING_METRICS)
-    changed = decision_mismatches(src_decisions, can_decisions)
+    return src_decisions, can_decisions, decision_mismatches(src_decisions, can_decisions)
 
-    skew_known = source.skew_known and executed.skew_known
+
+def verify_behavior(
+    source: Program,
+    canary: dict,
+    backends,
+    tolerances: Tolerances,
+    *,
+    source_digest: str,
+    canary_digest: str,
+    config_names: list[str] | None = None,
+    source_replay: Replay | None = None,
+    serialization: SourceSerialization | None = None,
+) -> dict:
+    """The verification document (see module doc).
+
+    ``source_replay``: the source's ``replay_program`` under the same backends and
+    configuration names, when the caller already has it (the behavior search); it is
+    recomputed otherwise. It must come from this ``source``: the caller vouches.
+    ``serialization``: ``serialize_source(source)`` when the caller already has it
+    (passed to ``verify_commitments``, which uses it only if made from this ``source``)."""
+    from tracecanary.compile.expand import executed_program, expand_canary
+    from tracecanary.verify.commitments import verify_commitments
+
+    names = config_names or None
+    logical = expand_canary(canary, executed=False)  # decoded once for both uses
+    executed = executed_program(canary, logical)
+    mismatches = verify_commitments(source, canary, serialization=serialization, expanded=logical)
+    del logical
+    src = source_replay if source_replay is not None else replay_program(source, backends, names)
+    can = replay_program(executed, backends, names)
+    src_metrics = src.metrics
+    tol = tolerances.content
+    checks = behavior_checks(src, can, tolerances)
+    src_decisions, can_decisions, changed = ranking_changes(src.metrics, can.metrics, tolerances)
+
+    obstacle = skew_obstacle(
+        source.skew_known and executed.skew_known,
+        source.skew_reason if not source.skew_known else executed.skew_reason,
+        source.skew_uncertainty_ns,
+        skew_budget_ns(canary["budget"]),
+    )
     behavior = (
-        "unverified" if not skew_known else ("pass" if all(c["pass"] for c in checks) else "fail")
+        BEHAVIOR_UNJUDGED
+        if obstacle is not None
+        else ("pass" if all(c["pass"] for c in checks) else "fail")
     )
     statuses = {
         "timing_mode": canary["timing_mode"],
@@ -285,19 +313,7 @@ def verify_behavior(
         "behavior": behavior,
         "ranking": "preserved" if not changed else "changed",
     }
-    if (
-        statuses["commitments"] == "verified"
-        and statuses["coverage"] == "full"
-        and behavior == "pass"
-        and not changed
-    ):
-        claim = "verified"
-    elif statuses["coverage"] == "partial" and statuses["commitments"] == "verified":
-        claim = "partial"
-    elif behavior == "unverified" and statuses["commitments"] == "verified":
-        claim = "behaviorally_unverified"
-    else:
-        claim = "rejected"
+    claim = verification_claim(statuses)
     failed = [c for c in checks if not c["pass"]]
     return {
         "format": FORMAT,
@@ -308,6 +324,8 @@ def verify_behavior(
             "occurrences": source.n,
             "skew_known": source.skew_known,
             "skew_reason": source.skew_reason,
+            **({"skew_uncertainty_ns": source.skew_uncertainty_ns} if source.skew_known else {}),
+            **({"skew_obstacle": obstacle} if obstacle is not None else {}),
         },
         "canary": {
             "sha256": canary_digest,
@@ -344,6 +362,8 @@ def verify_behavior(
 def describe_failures(doc: dict, limit: int = 10) -> list[str]:
     """Short lines naming what failed, for a refusal message or a log."""
     lines = [f"claim {doc['claim']}: " + ", ".join(f"{k}={v}" for k, v in doc["statuses"].items())]
+    if doc["source"].get("skew_obstacle"):
+        lines.append(f"  behavior not judged: {doc['source']['skew_obstacle']}")
     for c in [c for c in doc["checks"] if not c["pass"]][:limit]:
         lines.append(
             f"  {c['config']} {c['metric']}: source {c['source']}, canary {c['canary']}, tolerance {c['tolerance']}"

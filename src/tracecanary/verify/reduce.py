@@ -20,13 +20,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracecanary.compile.canary import compile_program
+from tracecanary.compile.expand import expand_canary, select_occurrences
+from tracecanary.compile.tracefile import trace_meta
 from tracecanary.program import Program
+from tracecanary.sim.ranking import RANKING_METRICS, decision_mismatches, decisions
+from tracecanary.sim.report import workload_metrics
 
-RANKING_METRICS = ("p50", "p95", "p99", "mean")
+REDUCED_TRACE_WARNING = (
+    "this trace preserves configuration rankings only; it is not a canary and carries no "
+    "behavioral claim"
+)
 
 
 @dataclass(frozen=True)
-class Reduction:
+class DdminResult:
+    """What ddmin kept (sorted occurrence indices) and what it cost."""
+
     kept: list[int]
     oracle_calls: int
     decisions_checked: int
@@ -34,8 +44,6 @@ class Reduction:
 
 def subset_program(program: Program, kept: Sequence[int]) -> Program:
     """The occurrences ``kept`` (sorted logical indices), each with its own gap."""
-    from tracecanary.compile.expand import select_occurrences
-
     idx = np.asarray(sorted(kept), dtype=np.int64)
     sub = select_occurrences(program, idx, np.ones(idx.size))
     return sub
@@ -67,13 +75,8 @@ def ddmin(items: list[int], accept: Callable[[list[int]], bool]) -> list[int]:
 
 def reduce_program(
     program: Program, backends, tie_tolerance: float, config_names=None
-) -> Reduction:
+) -> DdminResult:
     """ddmin over the occurrences of ``program`` with the ranking-only oracle."""
-    from tracecanary.compile.canary import compile_program
-    from tracecanary.compile.expand import expand_canary
-    from tracecanary.sim.ranking import decision_mismatches, decisions
-    from tracecanary.sim.report import workload_metrics
-
     reference = decisions(
         workload_metrics(program, backends, config_names), tie_tolerance, RANKING_METRICS
     )
@@ -94,4 +97,41 @@ def reduce_program(
         return cache[key]
 
     kept = ddmin(list(range(program.n)), accept)
-    return Reduction(kept=sorted(kept), oracle_calls=calls, decisions_checked=len(reference))
+    return DdminResult(kept=sorted(kept), oracle_calls=calls, decisions_checked=len(reference))
+
+
+def reduced_trace(
+    program: Program,
+    result: DdminResult,
+    *,
+    tie_tolerance: float,
+    source: str,
+    source_sha256: str,
+    backends_sha256: str,
+) -> tuple[Program, dict]:
+    """(the kept occurrences as a program, its native-trace ``meta``). The meta's
+    ``reduction`` record says how it was reduced, from what (``source``, its digest and
+    the backends' digest) and, in ``warning``, that it carries no behavioral claim."""
+    reduced = subset_program(program, result.kept)
+    reduction = {
+        "method": "ddmin (Zeller-Hildebrandt) with a ranking-only oracle",
+        "events_in": program.n,
+        "events_out": len(result.kept),
+        "rank_events_in": len(program.members),
+        "rank_events_out": int(program.members["occ"].isin(result.kept).sum()),
+        "events_are": "collective occurrences (each spans the ranks of its group)",
+        "oracle_calls": result.oracle_calls,
+        "decisions_checked": result.decisions_checked,
+        "tie_tolerance": tie_tolerance,
+        "kept_occurrences": result.kept,
+        "source_sha256": source_sha256,
+        "backends_sha256": backends_sha256,
+        "warning": REDUCED_TRACE_WARNING,
+    }
+    meta = trace_meta(
+        reduced,
+        source=f"tracecanary reduce of {source}",
+        notes=["ddmin baseline output: kept to show why ranking preservation alone is too weak"],
+        extra={"reduction": reduction},
+    )
+    return reduced, meta

@@ -27,8 +27,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracecanary.canonical import canonical_json_bytes, sha256_bytes
+from tracecanary.compile.budget import FIELDS, Budget, parse_duration_ns
+from tracecanary.compile.canary import canary_bytes
+from tracecanary.compile.canary import compile_program as compile_with
+from tracecanary.compile.execution import reduce_execution
+from tracecanary.compile.source import serialize_source
 from tracecanary.errors import ClaimFailed, InputError
+from tracecanary.formats.ids import SEARCH_LOG_FORMAT
 from tracecanary.program import Program
+from tracecanary.verify.behavior import replay_program, verify_behavior
 
 EXECUTED_REPEATS = (1, 2, 4, 8, 16, 32)
 REFINE_FACTOR = 4
@@ -40,12 +47,11 @@ class SearchResult:
     canary: dict | None
     verification: dict | None
     log: list[dict] = field(default_factory=list)
+    skew_obstacle: str | None = None  # why some candidates' behavior could not be judged
 
 
 def parse_budgets(spec: str) -> list[int]:
     """``0,1,2us,500ns`` -> ns; a bare number is microseconds."""
-    from tracecanary.compile.budget import parse_duration_ns
-
     out = []
     for part in spec.split(","):
         part = part.strip()
@@ -59,8 +65,6 @@ def parse_budgets(spec: str) -> list[int]:
 
 
 def _budget(ns: int, overrides: dict | None = None):
-    from tracecanary.compile.budget import FIELDS, Budget
-
     return Budget({f: ns for f in FIELDS}, overrides or {})
 
 
@@ -74,14 +78,9 @@ def search(
     config_names: list[str] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> SearchResult:
-    from tracecanary.compile.canary import canary_bytes
-    from tracecanary.compile.canary import compile_program as compile_with
-    from tracecanary.compile.execution import reduce_execution
-    from tracecanary.compile.source import serialize_source
-    from tracecanary.verify.behavior import replay_program, verify_behavior
-
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     log: list[dict] = []
+    obstacles: list[str | None] = []
     # computed once, not per candidate: the source's serialization (what every
     # commitment hashes) and its replay under every configuration
     serialization = serialize_source(program)
@@ -128,6 +127,7 @@ def search(
             f"executes {stats['occurrences_executed']:,}, claim {verification['claim']}"
         )
         log.append(entry)
+        obstacles.append(verification["source"].get("skew_obstacle"))
         return canary, verification, entry
 
     best: tuple[dict, dict, dict] | None = None
@@ -154,7 +154,7 @@ def search(
         else:
             entry.update(accepted=False, reason="verified but not smaller")
     if best is None:
-        return SearchResult(None, None, log)
+        return SearchResult(None, None, log, next((o for o in obstacles if o), None))
 
     # 2. per signature-group refinement (bounded mode only)
     overrides: dict[int, dict[str, int]] = {}
@@ -226,7 +226,7 @@ def search(
 def search_log_document(result: SearchResult, *, source_digest: str, budgets_ns: list[int]) -> dict:
     chosen = next((e for e in result.log if e.get("chosen")), None)
     return {
-        "format": "tracecanary.search-log/v1",
+        "format": SEARCH_LOG_FORMAT,
         "source_sha256": source_digest,
         "budgets_ns": budgets_ns,
         "candidates": result.log,
@@ -236,22 +236,3 @@ def search_log_document(result: SearchResult, *, source_digest: str, budgets_ns:
         if result.canary
         else None,
     }
-
-
-def mark_verified(canary: dict, verification: dict, *, tolerances_sha256: str) -> dict:
-    """The canary with claim ``verified`` and the receipt of that verification (what was
-    replayed against what); stats recomputed so byte counts stay exact."""
-    from tracecanary.compile.execution import finalize
-
-    if verification["claim"] != "verified":
-        raise ValueError("only a verified verification can mark a canary verified")
-    doc = dict(canary)
-    doc["stats"] = dict(canary["stats"])  # finalize() edits these in place
-    doc["execution"] = dict(canary["execution"]) if canary.get("execution") else None
-    doc["claim"] = "verified"
-    doc["claim_reasons"] = [
-        "verified by tracecanary verify-behavior: commitments recomputed, full coverage, behavior within "
-        f"tolerances and rankings preserved against source sha256 {verification['source']['sha256']} "
-        f"under backends sha256 {verification['backends']['sha256']} and tolerances sha256 {tolerances_sha256}"
-    ]
-    return finalize(doc)

@@ -1,0 +1,4 @@
+# rule baselines: runs tracecanary.campaign.stages.baselines and records its provenance
+from tracecanary.campaign.workflow import run_rule
+
+run_rule(snakemake)  # noqa: F821

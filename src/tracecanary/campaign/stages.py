@@ -1,0 +1,394 @@
+"""What each Snakemake rule runs: one function per rule, named after the rule.
+
+A stage takes the job (the ``snakemake`` object a ``script:`` receives) and calls the
+library. Every ``scripts/<rule>.py`` is the same call, ``run_rule(snakemake)``, which looks
+the stage up in ``STAGES`` by rule name (see ``tracecanary.campaign.workflow``). A stage
+runs a ``tracecanary`` subcommand in this process (``cli``), or in a child process where the
+subcommand spawns ranks (``cli_process``: a spawned rank must not re-import the Snakemake
+script), or calls a library function that has no subcommand (summaries, manifest, timeline).
+Each stage imports its library module when it runs, so a job loads only what it needs.
+
+Guarantees: a stage reads only its job's inputs and params and writes only its outputs;
+rule defaults are not repeated here (the config schema sets them, Snakemake's ``validate``
+fills them in); a subcommand exit code outside a stage's accepted codes raises.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# rules whose outputs are measurements (evidence): recorded, never re-run by regeneration
+RECORDED_RULES = frozenset(
+    {"capture_kineto", "replay_physical", "replay_param", "sweep", "stage_external"}
+)
+
+BEHAVIOR_FIELDS = ("skew", "overlap", "gap", "latency")  # what a compile budget bounds
+
+
+def cli(argv: list[Any], ok_codes: tuple[int, ...] = (0,)) -> int:
+    """Run one ``tracecanary`` subcommand in-process; raise unless its exit code is in
+    ``ok_codes`` (a gate that did not hold, exit 1, is a recorded result for the
+    verification and compare rules; its one-line error is already in the rule's log)."""
+    from tracecanary.cli import main  # the CLI imports every command: load it on first use
+
+    code = main([str(a) for a in argv])
+    if code not in ok_codes:
+        raise SystemExit(f"tracecanary {argv[0]} exited {code}")
+    return code
+
+
+def cli_process(argv: list[Any], ok_codes: tuple[int, ...] = (0,)) -> int:
+    """Run one ``tracecanary`` subcommand in a child process (for those that spawn ranks),
+    its output going to this job's log; raise unless its exit code is in ``ok_codes``."""
+    cmd = [sys.executable, "-m", "tracecanary", *(str(a) for a in argv)]
+    code = subprocess.run(cmd, stdout=sys.stdout, stderr=sys.stderr).returncode
+    if code not in ok_codes:
+        raise SystemExit(f"tracecanary {argv[0]} exited {code}")
+    return code
+
+
+def capture_kineto(job) -> None:
+    argv = ["capture", "--nproc", job.params.nproc, "--steps", job.params.steps]
+    cli_process([*argv, "-o", job.output.capture])
+
+
+def import_kineto(job) -> None:
+    traces = sorted(str(p) for p in Path(job.input.capture).glob("rank*.json.gz"))
+    cli(["import-kineto", *traces, "--jobs", job.threads, "-o", job.output.imported])
+
+
+def import_kineto_traces(job) -> None:
+    from tracecanary.kineto.sources import import_source
+
+    import_source(list(job.input.traces), job.output.imported, job.threads)
+
+
+def same_host_calibration(job) -> None:
+    from tracecanary.kineto.sources import write_same_host_calibration
+
+    write_same_host_calibration(job.input.imported, job.output.calibration)
+
+
+def merge(job) -> None:
+    from tracecanary.merge import merge_captures
+
+    captures = job.input.captures
+    if isinstance(captures, str):
+        path = Path(captures)  # a live capture's imported ranks, or one capture file
+        captures = sorted(str(p) for p in path.glob("rank*.json")) if path.is_dir() else [captures]
+    merge_captures(list(captures), job.output.merged, job.input.calibration)
+
+
+def ingest(job) -> None:
+    from tracecanary.ingest import ingest_files
+
+    ingest_files([job.input.trace], job.output.table)
+
+
+def compile(job) -> None:  # noqa: A001 - named after its rule
+    budget = job.wildcards.budget
+    if budget == "lossless":
+        mode = ["--lossless"]
+    else:
+        mode = ["--budget", ",".join(f"{field}={budget}" for field in BEHAVIOR_FIELDS)]
+    cli(["compile", job.input.table, *mode, "-o", job.output.canary])
+
+
+def _verify_behavior(job, canary: str, output: str) -> int:
+    # a rejected canary (exit 1) is a recorded result, not a failed job
+    argv = ["verify-behavior", job.input.table, canary, "--backends", job.input.backends]
+    return cli([*argv, "--tolerances", job.input.tolerances, "-o", output], ok_codes=(0, 1))
+
+
+def verify(job) -> None:
+    _verify_behavior(job, job.input.canary, job.output.verification)
+
+
+def search(job) -> None:
+    cli(
+        [
+            "search",
+            job.input.table,
+            "--budgets",
+            job.params.budgets,
+            "--backends",
+            job.input.backends,
+            "--tolerances",
+            job.input.tolerances,
+            "-o",
+            job.output.canary,
+            "--log",
+            job.output.log,
+            "--verification",
+            job.output.verification,
+        ]
+    )
+
+
+def reduce_baseline(job) -> None:
+    cli(["reduce", job.input.table, "--backends", job.input.backends, "-o", job.output.reduced])
+    cli(["compile", job.output.reduced, "--lossless", "-o", job.output.canary])
+    # the verification is expected to reject it: that rejection is the result
+    _verify_behavior(job, job.output.canary, job.output.verification)
+
+
+def baselines(job) -> None:
+    argv = ["baselines", job.input.table, job.input.canary, "--backends", job.input.backends]
+    argv += ["--tolerances", job.input.tolerances, "--markdown", job.output.markdown]
+    cli([*argv, "-o", job.output.baselines])
+
+
+def search_summary(job) -> None:
+    from tracecanary.campaign.summary import write_search_summary
+
+    write_search_summary(
+        job.output.markdown,
+        list(job.input.logs),
+        list(job.input.verifications),
+        list(job.input.baselines),
+        list(job.input.sidecars),
+        list(job.input.canaries),
+        html=job.output.html,
+    )
+
+
+def replay(job) -> None:
+    argv = ["replay", job.input.program, "--backends", job.input.backends]
+    cli([*argv, *(["--isolated"] if job.params.isolated else []), "-o", job.output.report])
+
+
+def compare(job) -> None:
+    cli(
+        [
+            "compare",
+            job.input.report,
+            job.input.report,
+            "--config",
+            f"{job.params.baseline}:{job.params.candidate}",
+            "--threshold",
+            job.params.thresholds,
+            "-o",
+            job.output.verdict,
+            "--markdown",
+            job.output.markdown,
+        ],
+        ok_codes=(0, 1),  # a tripped gate is the verdict, recorded
+    )
+
+
+def timeline(job) -> None:
+    from tracecanary.campaign.timeline import write_timeline
+
+    write_timeline(job.input.table, job.input.canary, job.output.plot, source=job.wildcards.source)
+
+
+def export_param(job) -> None:
+    argv = ["export-param", job.input.program, "--execution", job.params.execution]
+    cli([*argv, "-o", job.output.param])
+
+
+def _replay_physical_one(job, program_dir: str, attempt: str) -> None:
+    args = [
+        "replay-physical",
+        program_dir,
+        "--backend",
+        job.params.backend,
+        "--nproc",
+        job.resources.tasks // job.resources.nodes,
+        "--physical-config",
+        job.wildcards.config,
+        "--physical-configs",
+        job.input.physical_configs,
+        "--warmup",
+        job.params.warmup,
+        "--iters",
+        job.params.iters,
+        "--timeout",
+        job.params.timeout,
+        "-o",
+        attempt,
+    ]
+    _run_attempt(job, args)
+
+
+def _run_attempt(job, args: list) -> None:
+    """Run a rank-spawning subcommand (replay-physical, replay-param) for this job.
+
+    Exit 1 = the attempt failed (a rank died, hung, or data was wrong): its archive is kept
+    as evidence and the physical report excludes it; anything else is an error of this job."""
+    if os.environ.get("SLURM_JOB_ID") and job.resources.nodes > 1:
+        # inside a multi-node allocation: one launcher task per node, torchrun rendezvous on
+        # the first node
+        nodes = job.resources.nodes
+        cmd = [job.resources.mpi, f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1"]
+        cmd += [sys.executable, "-m", "tracecanary.physical.slurm_launch", *map(str, args)]
+        code = subprocess.run(cmd, stdout=sys.stdout, stderr=sys.stderr).returncode
+        if code not in (0, 1):
+            raise SystemExit(f"{args[0]} exited {code}")
+        return
+    cli_process(args, ok_codes=(0, 1))
+
+
+def replay_physical(job) -> None:
+    """The canary and the full program back to back under one configuration; odd
+    repetitions run the canary first, even ones the full program first (A B / B A), so
+    drift does not favour either."""
+    order = [(job.input.canary, job.output.canary), (job.input.full, job.output.full)]
+    if int(job.wildcards.rep) % 2 == 0:
+        order.reverse()
+    for program_dir, attempt in order:
+        _replay_physical_one(job, program_dir, attempt)
+
+
+def export_param_upstream(job) -> None:
+    argv = ["export-param", job.input.program, "--execution", job.params.execution]
+    cli([*argv, "--target", "param-1e115ff", "-o", job.output.param])
+
+
+def replay_param(job) -> None:
+    """The canary and the full program in upstream PARAM, A B / B A as replay_physical."""
+    order = [(job.input.canary, job.output.canary), (job.input.full, job.output.full)]
+    if int(job.wildcards.rep) % 2 == 0:
+        order.reverse()
+    for program_dir, attempt in order:
+        nproc = job.resources.tasks // job.resources.nodes
+        args = ["replay-param", program_dir, "--param", job.params.param]
+        args += ["--backend", job.params.backend, "--nproc", nproc, "--iters", job.params.iters]
+        args += ["--timeout", job.params.timeout, "-o", attempt]
+        _run_attempt(job, args)
+
+
+def physical_report(job) -> None:
+    from tracecanary.campaign.html import write_markdown_page
+    from tracecanary.physical.report import write_physical
+
+    backends = list(getattr(job.input, "backends", []))
+    write_physical(
+        job.output.report,
+        job.output.markdown,
+        list(job.input.attempts),
+        job.params.source,
+        param_attempts=list(getattr(job.input, "param_attempts", [])),
+        backends=backends[0] if backends else None,
+        programs={"canary": job.input.canary, "full": job.input.full},
+        max_runtime_ratio=job.params.max_runtime_ratio,
+    )
+    write_markdown_page(job.output.html, Path(job.output.markdown).read_text(encoding="utf-8"))
+
+
+def calibrate_backends(job) -> None:
+    argv = ["calibrate-backends", *job.input.ladders]
+    argv += ["--physical-configs", job.input.physical_configs, "--backend", job.params.backend]
+    argv += [x for name in job.params.configs for x in ("--config", name)]
+    argv += ["--program", job.input.canary, "--program", job.input.full]
+    cli([*argv, "-o", job.output.backends])
+
+
+def physical_gate(job) -> None:
+    """Exit 1 (ClaimFailed) when the physical report's gate failed."""
+    import json
+
+    from tracecanary.errors import ClaimFailed
+
+    gate = json.loads(Path(job.input.report).read_text(encoding="utf-8"))["gate"]
+    if gate["status"] == "fail":
+        raise ClaimFailed("physical gate failed: " + "; ".join(gate["reasons"]))
+    Path(job.output.verdict).write_text(
+        f"physical gate: {gate['status']}\n" + "".join(f"{w}\n" for w in gate["warnings"]),
+        encoding="utf-8",
+    )
+
+
+def sweep(job) -> None:
+    spec = job.params.spec  # every field has its default from the config schema
+    argv = ["sweep", "--collective", spec["collective"]]
+    argv += ["--min-bytes", spec["min_bytes"], "--max-bytes", spec["max_bytes"]]
+    argv += ["--factor", spec["factor"], "--warmup", spec["warmup"], "--iters", spec["iters"]]
+    argv += ["--cycles", spec["cycles"], "--dtype", spec["dtype"], "--backend", job.params.backend]
+    argv += ["--nproc", job.params.nproc, "--print-table", "-o", job.output.ladder]
+    cli_process(argv, ok_codes=(0, 1))  # 1: a data-check failure, kept (alpha/beta drops those)
+
+
+def stage_external(job) -> None:
+    shutil.copyfile(job.input.original, job.output.staged)
+
+
+def alphabeta(job) -> None:
+    argv = ["alphabeta", job.input.ladder, "-o", job.output.fit]
+    argv += ["--markdown", job.output.markdown, "--plot-dir", job.output.plots]
+    if job.params.world_size:
+        argv += ["--world-size", job.params.world_size]
+    cli(argv)
+
+
+def manifest(job) -> None:
+    from tracecanary.campaign.manifest import build_manifest, write_manifest
+
+    doc = build_manifest(
+        campaign=job.wildcards.campaign,
+        config=dict(job.config),
+        config_files=list(job.params.config_files),
+        provenance_paths=list(job.input.records),
+    )
+    write_manifest(job.output.manifest, doc)
+
+
+def summary(job) -> None:
+    from tracecanary.campaign.summary import write_campaign_summary
+
+    write_campaign_summary(
+        job.output.markdown,
+        campaign=job.wildcards.campaign,
+        manifest_path=job.input.manifest,
+        sidecars=list(job.input.sidecars),
+        search_logs=list(job.input.search_logs),
+        canaries=list(job.input.canaries),
+        source_reports=list(job.input.source_reports),
+        baselines=list(job.input.baselines),
+        physical=list(job.input.physical),
+        alphabeta_fits=list(job.input.alphabeta_fits),
+        verifications=list(job.input.verifications),
+        verdicts=list(job.input.verdicts),
+        physical_source=job.params.physical_source,
+        html=job.output.html,
+    )
+
+
+STAGES: dict[str, Callable[[Any], None]] = {
+    stage.__name__: stage
+    for stage in (
+        capture_kineto,
+        import_kineto,
+        import_kineto_traces,
+        same_host_calibration,
+        merge,
+        ingest,
+        compile,
+        verify,
+        search,
+        reduce_baseline,
+        baselines,
+        search_summary,
+        replay,
+        compare,
+        timeline,
+        export_param,
+        replay_physical,
+        export_param_upstream,
+        replay_param,
+        physical_report,
+        calibrate_backends,
+        physical_gate,
+        sweep,
+        stage_external,
+        alphabeta,
+        manifest,
+        summary,
+    )
+}

@@ -1,0 +1,70 @@
+"""``tracecanary baselines SOURCE CANARY [--backends B] [--tolerances T] [--seed S] -o BASELINES.json``.
+
+Draws the sampling baselines (random, frequency, k-means cluster, stratified) of SOURCE at
+CANARY's executed size, replays and checks each like a canary, and writes the
+``tracecanary.baselines/v1`` document (``tracecanary.verify.baselines``), optionally a
+markdown table beside it. A measurement, not a claim: exit 0 whenever it is written.
+"""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "baselines",
+        help="random/frequency/cluster/stratified samples at the canary's size, checked like it",
+    )
+    p.add_argument("source", metavar="SOURCE")
+    p.add_argument("canary", metavar="CANARY")
+    p.add_argument(
+        "--backends",
+        default=None,
+        metavar="B",
+        help="simulator configurations YAML (default: the shipped tracecanary/defaults/backends.yaml)",
+    )
+    p.add_argument(
+        "--tolerances",
+        metavar="T",
+        help="tolerances YAML (default: the shipped tracecanary/defaults/tolerances.yaml)",
+    )
+    p.add_argument("--config", action="append", metavar="NAME")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed (default 20261201)")
+    p.add_argument("--markdown", metavar="TABLE.md", help="also write the table as markdown")
+    p.add_argument("-o", "--output", required=True, metavar="BASELINES.json")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from tracecanary.canonical import sha256_file, write_json, write_text
+    from tracecanary.compile.document import load_canary
+    from tracecanary.errors import InputError, located
+    from tracecanary.load import load_program
+    from tracecanary.sim.backends import load_backends
+    from tracecanary.verify.baselines import DEFAULT_SEED, baselines_table, compare_baselines
+    from tracecanary.verify.behavior import load_tolerances
+
+    seed = DEFAULT_SEED if args.seed is None else args.seed
+    if seed < 0:
+        raise InputError(f"seed must be >= 0, got {seed}", field="--seed")
+    backends = load_backends(args.backends)
+    tolerances = load_tolerances(args.tolerances)
+    with located(args.source):
+        source = load_program(args.source, executed=False)
+    with located(args.canary):
+        canary = load_canary(args.canary)
+        doc = compare_baselines(
+            source,
+            canary,
+            backends,
+            tolerances,
+            source_digest=sha256_file(args.source),
+            canary_digest=sha256_file(args.canary),
+            seed=seed,
+            config_names=args.config,
+        )
+    table = baselines_table(doc)
+    write_json(args.output, doc)
+    if args.markdown:
+        write_text(args.markdown, table)
+    print(table, end="")
+    return 0

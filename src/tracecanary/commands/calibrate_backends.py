@@ -1,0 +1,63 @@
+"""``tracecanary calibrate-backends LADDER... -o backends.yaml``: simulator configurations
+built from measured ladders (sweep archives, nccl-tests output; ``NAME=PATH`` names the
+setting of an nccl-tests log). With ``--physical-configs`` and ``--config``, one
+simulator configuration per physical configuration, priced by the ladders measured
+under its backend and env and replayed with its mode as a program transform.
+``--program DIR`` (a PARAM program) checks that every configuration has evidence for
+every op that program's replay uses; a configuration without it is refused by name.
+
+Exit codes: 0 written; 2 bad input or a refusal (nothing written).
+"""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "calibrate-backends",
+        help="simulator configurations from measured ladders (sweeps, nccl-tests)",
+        description=__doc__,
+    )
+    p.add_argument("ladders", nargs="+", metavar="LADDER", help="[NAME=]PATH")
+    p.add_argument("--physical-configs", default=None, metavar="YAML")
+    p.add_argument(
+        "--config", action="append", default=[], metavar="NAME", help="a physical configuration"
+    )
+    p.add_argument("--backend", choices=("gloo", "nccl"), default=None)
+    p.add_argument("--program", action="append", default=[], metavar="PARAM_DIR")
+    p.add_argument("--overlap-efficiency", type=float, default=0.0)
+    p.add_argument("--contention", type=float, default=0.0)
+    p.add_argument("-o", "--output", required=True, metavar="BACKENDS")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from tracecanary.canonical import write_bytes_atomic
+    from tracecanary.errors import InputError
+    from tracecanary.sim.backends import backends_from_content
+    from tracecanary.sim.calibrate import calibrate, dump_document
+
+    doc = calibrate(
+        args.ladders,
+        physical_configs=args.physical_configs,
+        names=args.config,
+        backend=args.backend,
+        overlap_efficiency=args.overlap_efficiency,
+        contention=args.contention,
+    )
+    backends = backends_from_content(doc, file=args.output)
+    if args.program:
+        from tracecanary.sim.twin import op_table, simulate_twin
+
+        for program in args.program:
+            table = op_table(program)
+            for config in backends.configs.values():
+                simulate_twin(table, config)
+    data = dump_document(doc, args.output)
+    try:
+        write_bytes_atomic(args.output, data)
+    except OSError as err:
+        raise InputError(f"cannot write: {err.strerror}", file=args.output) from None
+    n = sum(len(c["measured"]["costs"]) for c in doc["configs"].values())
+    print(f"{args.output}: {len(doc['configs'])} configuration(s), {n} cost curve(s)")
+    return 0

@@ -1,0 +1,275 @@
+"""Hostile archives and artifacts under ``manifest verify|unpack|sign`` (issue 17,
+defect 7, the smaller archive holes, ``--expect-root`` and signed manifests).
+
+``verify`` never opens a non-regular file: a FIFO, a symlink (to ``/dev/zero`` or to a
+file with identical content) in place of an artifact, an evidence item or a store copy
+is a mismatch by name, in bounded time. Runs that could hang go through a subprocess
+with a timeout.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hostile_campaign import CONFIG, DERIVED, MANIFEST, bound_campaign
+
+from tracecanary.limits import current_limits
+
+VERIFY_SECONDS = 60  # verify of this campaign takes well under a second; a hang trips this
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("hostile") / "lab"
+    bound_campaign(workdir)
+    return workdir
+
+
+@pytest.fixture
+def campaign(pristine, tmp_path):
+    """A fresh copy of the bound campaign (tests replace its files)."""
+    workdir = tmp_path / "lab"
+    shutil.copytree(pristine, workdir, symlinks=True)
+    return workdir
+
+
+def _verify(workdir, *extra):
+    cmd = [sys.executable, "-m", "tracecanary", "manifest", "verify", str(workdir / MANIFEST)]
+    return subprocess.run(
+        [*cmd, *map(str, extra)], capture_output=True, text=True, timeout=VERIFY_SECONDS
+    )
+
+
+def _store_copy(workdir, rel):
+    manifest = json.loads((workdir / MANIFEST).read_text())
+    digest = next(i["sha256"] for i in manifest["derived"] if i["path"] == rel)
+    return workdir / "results/cas/sha256" / digest[:2] / digest[2:]
+
+
+def _replace_with_fifo(path):
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _replace_with_symlink(path, target):
+    path.unlink()
+    os.symlink(target, path)
+
+
+def _replace_with_identical_symlink(path):
+    twin = path.with_name(path.name + ".twin")
+    twin.write_bytes(path.read_bytes())
+    _replace_with_symlink(path, twin)
+
+
+REPLACEMENTS = {
+    "fifo": (_replace_with_fifo, "a FIFO"),
+    "symlink-to-dev-zero": (lambda p: _replace_with_symlink(p, "/dev/zero"), "a symlink"),
+    "symlink-identical-content": (_replace_with_identical_symlink, "a symlink"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(REPLACEMENTS))
+@pytest.mark.parametrize("what", ["derived", "evidence", "config", "store copy"])
+def test_verify_reports_a_non_regular_file_in_place_of_an_item_by_name_without_opening_it(
+    campaign, how, what
+):
+    replace, kind = REPLACEMENTS[how]
+    rel = {"derived": DERIVED, "evidence": "resources/calibration.json", "config": CONFIG}.get(
+        what
+    )
+    target = _store_copy(campaign, DERIVED) if what == "store copy" else campaign / rel
+    target.chmod(0o644)
+    replace(target)
+    run = _verify(campaign)
+    assert run.returncode == 1, run.stderr
+    name = f"store copy of {DERIVED}" if what == "store copy" else rel
+    assert f"MISMATCH {name}: expected" in run.stdout and kind in run.stdout, run.stdout
+
+
+def test_verify_reports_a_fifo_inside_a_directory_item(tmp_path):
+    from tracecanary.campaign.operations import _digest_or_missing
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_text("x")
+    os.mkfifo(tmp_path / "d" / "pipe")
+    assert _digest_or_missing(tmp_path / "d").startswith("a FIFO at ")
+
+
+def test_verify_passes_on_the_untouched_campaign(campaign):
+    run = _verify(campaign)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_expect_root_names_the_expected_and_found_root(campaign):
+    root = json.loads((campaign / MANIFEST).read_text())["root_sha256"]
+    assert _verify(campaign, "--expect-root", root).returncode == 0
+    other = "ab" * 32
+    run = _verify(campaign, "--expect-root", other)
+    assert run.returncode == 1
+    assert f"expected {other}, found {root}" in run.stdout
+    run = _verify(campaign, "--expect-root", "not-a-digest")
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1
+
+
+def test_a_consistently_rewritten_manifest_passes_verify_but_not_a_pinned_root(campaign):
+    """The trust model: whoever can write an unsigned manifest can rebind it; only a
+    pinned root (or a signature) tells."""
+    from tracecanary.campaign.operations import _manifest_root
+
+    original = json.loads((campaign / MANIFEST).read_text())["root_sha256"]
+    (campaign / "resources" / "calibration.json").write_text('{"forged": true}\n')
+    manifest = json.loads((campaign / MANIFEST).read_text())
+    forged = next(e for e in manifest["evidence"] if e["path"] == "resources/calibration.json")
+    from tracecanary.canonical import sha256_file
+
+    forged["sha256"] = sha256_file(campaign / "resources" / "calibration.json")
+    manifest["root_sha256"] = _manifest_root(manifest)
+    (campaign / MANIFEST).write_text(json.dumps(manifest))
+    # (its provenance record still names the old digest: an attacker rewrites that too)
+    run = _verify(campaign, "--expect-root", original)
+    assert run.returncode == 1 and f"expected {original}" in run.stdout
+
+
+def _write_keys(tmp_path, name="lab"):
+    key = Ed25519PrivateKey.generate()
+    private = tmp_path / f"{name}.pem"
+    private.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    public = tmp_path / f"{name}.pub"
+    public.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return private, public
+
+
+def test_a_signed_manifest_verifies_under_its_key_and_reports_the_key_id(campaign, tmp_path):
+    from tracecanary.campaign.signing import key_id, load_public_key
+
+    private, public = _write_keys(tmp_path)
+    sign = subprocess.run(
+        [sys.executable, "-m", "tracecanary", "manifest", "sign", str(campaign / MANIFEST),
+         "--key", str(private)],
+        capture_output=True, text=True, timeout=VERIFY_SECONDS,
+    )  # fmt: skip
+    assert sign.returncode == 0, sign.stderr
+    envelope = json.loads((campaign / f"{MANIFEST}.dsse.json").read_text())
+    assert envelope["payloadType"].startswith("application/vnd.tracecanary+json")
+    run = _verify(campaign, "--key", public)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"signed by key {key_id(load_public_key(public))}" in run.stdout
+
+
+def test_a_signature_by_another_key_or_over_other_bytes_does_not_verify(campaign, tmp_path):
+    from tracecanary.campaign.signing import sign_manifest
+
+    private, _ = _write_keys(tmp_path, "lab")
+    _, stranger = _write_keys(tmp_path, "stranger")
+    sign_manifest(campaign / MANIFEST, private, campaign / f"{MANIFEST}.dsse.json")
+    run = _verify(campaign, "--key", stranger)
+    assert run.returncode == 1 and "no signature verifies" in run.stderr
+    # the manifest changed after signing (same JSON, other bytes)
+    text = (campaign / MANIFEST).read_text()
+    (campaign / MANIFEST).write_text(json.dumps(json.loads(text), indent=1))
+    run = _verify(campaign, "--key", tmp_path / "lab.pub")
+    assert run.returncode == 1 and "not this manifest's bytes" in run.stderr
+
+
+def test_keygen_writes_a_private_key_only_its_owner_reads(tmp_path, run_cli):
+    code, _, err = run_cli("manifest", "keygen", "-o", tmp_path / "k.pem")
+    assert code == 0 and "key " in err
+    assert (tmp_path / "k.pem").stat().st_mode & 0o077 == 0
+    assert (tmp_path / "k.pem.pub").read_text().startswith("-----BEGIN PUBLIC KEY-----")
+
+
+# ----------------------------------------------------------------------------- unpack
+
+
+def _pack(campaign, tmp_path, run_cli):
+    archive = tmp_path / "c.tar.gz"
+    assert run_cli("manifest", "pack", campaign / MANIFEST, "-o", archive)[0] == 0
+    return archive
+
+
+def _rewrite_archive(src, dst, extra=()):
+    """Copy ``src`` member by member to ``dst`` and append ``extra`` (name, bytes)."""
+    with tarfile.open(src, "r:gz") as tin, tarfile.open(dst, "w:gz") as tout:
+        for member in tin:
+            tout.addfile(member, tin.extractfile(member) if member.isfile() else None)
+        for name, data in extra:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tout.addfile(info, io.BytesIO(data))
+
+
+def test_pack_then_unpack_gives_the_verified_campaign(campaign, tmp_path, run_cli):
+    archive = _pack(campaign, tmp_path, run_cli)
+    code, _, err = run_cli("manifest", "unpack", archive, "-o", tmp_path / "there")
+    assert code == 0, err
+    assert (tmp_path / "there" / CONFIG).read_bytes() == (campaign / CONFIG).read_bytes()
+
+
+def test_unpack_refuses_a_member_name_given_twice(campaign, tmp_path, run_cli):
+    archive = _pack(campaign, tmp_path, run_cli)
+    twice = tmp_path / "twice.tar.gz"
+    _rewrite_archive(archive, twice, [(CONFIG, b"campaign: other\n")])
+    code, _, err = run_cli("manifest", "unpack", twice, "-o", tmp_path / "out")
+    assert code == 2 and "appears twice" in err and CONFIG in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unpack_refuses_a_member_the_manifest_does_not_name(campaign, tmp_path, run_cli):
+    archive = _pack(campaign, tmp_path, run_cli)
+    extra = tmp_path / "extra.tar.gz"
+    _rewrite_archive(archive, extra, [("Snakefile", b"rule all:\n")])
+    code, _, err = run_cli("manifest", "unpack", extra, "-o", tmp_path / "out")
+    assert code == 2 and "'Snakefile' is not named by the manifest" in err
+
+
+def test_unpack_refuses_evidence_that_does_not_match_the_manifest(campaign, tmp_path, run_cli):
+    (campaign / "resources" / "calibration.json").write_text("{}\n")
+    archive = _pack(campaign, tmp_path, run_cli)
+    code, _, err = run_cli("manifest", "unpack", archive, "-o", tmp_path / "out")
+    assert code == 2 and "resources/calibration.json does not match the manifest" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unpack_refuses_more_members_than_the_cap_from_the_headers(tmp_path, run_cli, monkeypatch):
+    cap = current_limits().max_archive_members
+    assert cap == 100_000  # docs/limits.md: a real campaign holds a few hundred members
+    monkeypatch.setenv("TRACECANARY_LIMITS", "max_archive_members=50")
+    archive = tmp_path / "many.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for i in range(60):
+            tar.addfile(tarfile.TarInfo(f"resources/e{i}"), io.BytesIO(b""))
+    code, _, err = run_cli("manifest", "unpack", archive, "-o", tmp_path / "out")
+    assert code == 2 and "max_archive_members=50" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unpack_onto_a_symlinked_directory_names_the_output_not_the_archive(
+    campaign, tmp_path, run_cli
+):
+    archive = _pack(campaign, tmp_path, run_cli)
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    code, _, err = run_cli("manifest", "unpack", archive, "-o", tmp_path / "link")
+    assert code == 2
+    assert "corrupt" not in err and f"{tmp_path / 'link'}: field output" in err
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "real").is_dir()

@@ -1,0 +1,35 @@
+# Sources of kind: kineto — per-rank PyTorch profiler traces, imported, then merged by
+# merge.smk (get_merge_input in common.smk); same_host: true writes the calibration.
+
+
+rule import_kineto_traces:
+    input:
+        traces=lambda wc: SOURCES[wc.source]["traces"],
+    output:
+        imported=directory("results/{campaign}/kineto_import/{source}"),
+        prov="results/{campaign}/provenance/import_kineto_traces/{source}.json",
+    log:
+        "logs/{campaign}/import_kineto_traces/{source}.log",
+    benchmark:
+        "benchmarks/{campaign}/import_kineto_traces/{source}.tsv"
+    threads: 2
+    conda:
+        ENV
+    script:
+        "../../scripts/import_kineto_traces.py"
+
+
+rule same_host_calibration:
+    input:
+        imported="results/{campaign}/kineto_import/{source}",
+    output:
+        calibration="results/{campaign}/calibration/{source}.json",
+        prov="results/{campaign}/provenance/same_host_calibration/{source}.json",
+    log:
+        "logs/{campaign}/same_host_calibration/{source}.log",
+    benchmark:
+        "benchmarks/{campaign}/same_host_calibration/{source}.tsv"
+    conda:
+        ENV
+    script:
+        "../../scripts/same_host_calibration.py"
