@@ -26,7 +26,7 @@ QUICK_COLLECTIVES = 100_000
 HOSTS = 64
 RANKS_PER_HOST = 2
 GROUP_HOSTS = 4
-TARGET_SECONDS = 60.0
+TARGET_RATIO = 3.0  # calibration costs at most 3 matching passes over the same events
 
 
 def synthetic_events(n: int, seed: int = 11) -> tuple[pd.DataFrame, dict[int, str], np.ndarray]:
@@ -127,8 +127,8 @@ def run(quick: bool) -> list[dict]:
             "matching the same events (build_program), same run",
             round(matching_seconds, 2),
             round(seconds / matching_seconds, 2),
-            f"<= {TARGET_SECONDS:.0f} s",
-            seconds <= TARGET_SECONDS,
+            f"ratio <= {TARGET_RATIO:g}",
+            seconds / matching_seconds <= TARGET_RATIO,
             peak_rss_mb=round(rss, 1),
             notes=(
                 f"every true offset inside its interval; widest uncertainty {widest:,} ns; "

@@ -44,3 +44,42 @@ def test_a_refused_ingest_leaves_no_output_directory(tmp_path, capsys):
     assert main(["ingest", str(bad), "-o", str(out)]) == 2
     assert not (tmp_path / "results").exists()
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_the_current_directory_and_its_ancestors_are_never_an_output(tmp_path, monkeypatch):
+    from tracecanary.errors import InputError
+
+    (tmp_path / "keep.txt").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    for target in (".", tmp_path, tmp_path.parent, "a/.."):
+        with pytest.raises(InputError, match="current directory"):
+            with atomic_output(target, directory=True, replace=True):
+                pass
+    assert (tmp_path / "keep.txt").read_text() == "x"
+
+
+def test_a_non_empty_directory_is_replaced_only_when_allowed(tmp_path):
+    from tracecanary.canonical import replacing_directories
+    from tracecanary.errors import InputError
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "theirs").write_text("x")
+    with pytest.raises(InputError, match="--force"), atomic_output(out, directory=True):
+        pass
+    assert (out / "theirs").exists()
+    with replacing_directories(True), atomic_output(out, directory=True) as tmp:
+        (tmp / "mine").write_text("y")
+    assert sorted(p.name for p in out.iterdir()) == ["mine"]
+
+
+def test_a_file_output_never_replaces_a_fifo(tmp_path):
+    import os
+
+    from tracecanary.errors import InputError
+
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(InputError, match="not a regular file"), atomic_output(tmp_path / "pipe"):
+        pass
+    assert (tmp_path / "pipe").is_fifo()
+    assert [p.name for p in tmp_path.iterdir()] == ["pipe"]

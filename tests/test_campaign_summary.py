@@ -43,7 +43,7 @@ SEARCH = [
 
 def test_search_table_has_one_row_per_budget_with_refinements_summarised():
     rows = budget_table(SEARCH)[2:]
-    assert [r.split("|")[1].strip() for r in rows] == ["lossless", "8 us", "32 us"]
+    assert [r.split("|")[1].strip() for r in rows] == ["lossless", "8us", "32us"]
     row_32 = rows[2]
     assert "| 1 + 14 |" in row_32 and "| 2 of 15 |" in row_32
     assert "2.44 KiB" in row_32 and "**chosen**" in row_32

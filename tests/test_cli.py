@@ -1,5 +1,5 @@
 """The CLI itself: discovery of every stage, fast startup, help for every option with its
-default, one-line errors, and every JSON document it writes valid against its schema."""
+default, one-line errors, and every document it writes valid against its schema."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import REPO, SHARED
 
 from tracecanary.cli import build_parser, main
@@ -57,19 +58,19 @@ def test_cli_startup_imports_no_heavy_libraries():
     assert out.stdout.strip() == "", f"imported at startup: {out.stdout.strip()}"
 
 
-def test_every_command_module_is_a_subcommand():
+def test_every_command_module_registers_exactly_its_subcommand():
     import tracecanary.commands as commands
 
-    modules = {m.name for m in pkgutil.iter_modules(commands.__path__)}
     top = {words[0] for words, _ in _parsers() if len(words) == 1}
-    registered = set()
-    for name in modules:
-        before = set(top)
+    registered: dict[str, str] = {}
+    for info in pkgutil.iter_modules(commands.__path__):
         sub = argparse.ArgumentParser().add_subparsers()
-        importlib.import_module(f"tracecanary.commands.{name}").register(sub)
-        registered |= set(sub.choices)
-        assert set(sub.choices) <= before, name
-    assert registered == top
+        importlib.import_module(f"tracecanary.commands.{info.name}").register(sub)
+        assert len(sub.choices) == 1, info.name
+        (name,) = sub.choices
+        assert name == info.name.replace("_", "-"), (info.name, name)
+        registered[name] = info.name
+    assert set(registered) == top
     assert len(top) >= 21
 
 
@@ -134,7 +135,9 @@ def test_missing_input_file_is_one_line_exit_2(run_cli, tmp_path):
 
 
 def _run_pipeline(run_cli, work: Path) -> None:
-    """Every stage that writes a JSON document, on small shipped or synthesized inputs."""
+    """Every stage that writes a document without launching processes, on small shipped or
+    synthesized inputs (capture, sweeps and physical replays validate theirs in their own
+    tests: test_capture, test_physical_*, test_alphabeta_sweep)."""
     shutil.copy(REPO / "resources" / "traces" / "adversarial.json", work / "t.json")
 
     def ok(*argv: str) -> None:
@@ -144,10 +147,12 @@ def _run_pipeline(run_cli, work: Path) -> None:
     ok("synth", "decode", "-o", "dec", "--events-per-rank", "300", "--format", "json")
     ranks = sorted(str(p) for p in (work / "dec").glob("rank*.json"))
     ok("merge", *ranks, "--calibration", "dec/calibration.json", "-o", "merged.json")
+    ok("calibrate-clocks", *ranks, "-o", "derived-calibration.json")
     ok("ingest", "t.json", "-o", "t.parquet")
     ok("compile", "t.json", "--lossless", "-o", "lossless.json")
     ok("compile", "t.json", "--budget", "gap=5us,latency=5us", "-o", "bounded.json")
     ok("verify-behavior", "t.json", "lossless.json", "-o", "verification.json")
+    ok("baselines", "t.json", "lossless.json", "-o", "baselines.json")
     ok("search", "t.json", "--budgets", "0,1", "-o", "searched.json", "--log", "search.json",
        "--verification", "searched-verification.json")  # fmt: skip
     ok("reduce", "t.json", "-o", "reduced.json")
@@ -157,17 +162,18 @@ def _run_pipeline(run_cli, work: Path) -> None:
     ok("export-param", "searched.json", "-o", "param")
     if LADDER.is_file():
         ok("alphabeta", str(LADDER), "-o", "fit.json")
+        ok("calibrate-backends", f"ring={LADDER}", "-o", "calibrated-backends.yaml")
 
 
-def test_every_json_document_the_cli_writes_validates_against_its_schema(
-    run_cli, tmp_path, monkeypatch
-):
+def test_every_document_the_cli_writes_validates_against_its_schema(run_cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _run_pipeline(run_cli, tmp_path)
     seen: dict[str, list[str]] = {}
-    for path in sorted(tmp_path.rglob("*.json")):
+    written = sorted([*tmp_path.rglob("*.json"), *tmp_path.glob("*.yaml")])
+    for path in written:
         rel = str(path.relative_to(tmp_path))
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        doc = yaml.safe_load(text) if path.suffix == ".yaml" else json.loads(text)
         if isinstance(doc, list):  # PARAM's own per-rank trace format, not ours
             assert path.parent.name == "param" and path.stem.isdigit(), rel
             continue
@@ -178,8 +184,8 @@ def test_every_json_document_the_cli_writes_validates_against_its_schema(
         seen.setdefault(schema, []).append(rel)
     expected = {
         "trace", "calibration", "ingest-meta", "canary", "verification", "search-log",
-        "report", "verdict", "param-export",
+        "report", "verdict", "param-export", "baselines",
     }  # fmt: skip
     if LADDER.is_file():
-        expected.add("alphabeta")
+        expected |= {"alphabeta", "backends"}
     assert expected <= set(seen), sorted(expected - set(seen))

@@ -9,9 +9,9 @@ import pytest
 
 from tracecanary.canonical import write_json
 from tracecanary.cli import main
-from tracecanary.gate.compare import parse_thresholds
 from tracecanary.errors import InputError
 from tracecanary.formats.schemas import validate
+from tracecanary.gate.compare import parse_thresholds
 from tracecanary.synth.adversarial import build_adversarial
 
 pytest.importorskip(

@@ -15,11 +15,11 @@ from tracecanary.compile import (
     parse_budget,
     segment_commitment,
 )
-from tracecanary.verify.commitments import verify_commitments
 from tracecanary.compile.budget import Budget, parse_duration_ns
 from tracecanary.compile.document import validate_canary
-from tracecanary.synth.examples import decode_like_program, random_program
 from tracecanary.errors import ClaimFailed, InputError
+from tracecanary.synth.examples import decode_like_program, random_program
+from tracecanary.verify.commitments import verify_commitments
 
 FIELD_COLUMNS = {
     "gap": ("gap_ns", None),

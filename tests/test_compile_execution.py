@@ -22,12 +22,13 @@ from tracecanary.compile import (
     reduce_execution,
     source_digest,
 )
-from tracecanary.verify.commitments import verify_commitments
 from tracecanary.compile.document import validate_canary
-from tracecanary.synth.examples import decode_like_program, random_program, requests_program
-from tracecanary.compile.execution import check_execution, read_reductions, tail_occurrences
+from tracecanary.compile.execution import check_execution, tail_occurrences
+from tracecanary.compile.reductions import read_reductions
 from tracecanary.compile.structure import top_level_spans
 from tracecanary.errors import InputError
+from tracecanary.synth.examples import decode_like_program, random_program, requests_program
+from tracecanary.verify.commitments import verify_commitments
 
 BUDGET = "gap=50,overlap=50,latency=50,skew=50"
 

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from tracecanary.compile import compile_program, expand_canary, parse_budget
-from tracecanary.synth.examples import decode_like_program, random_program
 from tracecanary.compile.expand import executed_program
 from tracecanary.program import OCCURRENCE_COLUMNS, make_program
+from tracecanary.synth.examples import decode_like_program, random_program
 
 
 def _via_make_program(program):

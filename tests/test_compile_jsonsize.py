@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from tracecanary.canonical import canonical_json_bytes
 from tracecanary.compile import compile_program, jsonsize, parse_budget, sequence, timing
 from tracecanary.compile.budget import Budget
-from tracecanary.synth.examples import decode_like_program, random_program
 from tracecanary.compile.execution import finalize, reduce_execution
 from tracecanary.compile.source import serialize_source
 from tracecanary.compile.structure import encode_structure, signature_table, top_level_spans
 from tracecanary.program import Program
+from tracecanary.synth.examples import decode_like_program, random_program
 
 INT64 = np.iinfo(np.int64)
 

@@ -12,9 +12,9 @@ from tracecanary.canonical import canonical_json_bytes
 from tracecanary.compile import compile_program, expand_canary, source_digest
 from tracecanary.compile.canary import prefix_program
 from tracecanary.compile.document import validate_canary
-from tracecanary.synth.examples import decode_like_program, random_program
 from tracecanary.errors import InputError, SchemaError
 from tracecanary.program import make_program
+from tracecanary.synth.examples import decode_like_program, random_program
 
 programs = st.builds(
     random_program,

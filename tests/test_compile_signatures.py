@@ -9,8 +9,8 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracecanary.synth.examples import decode_like_program, random_program
 from tracecanary.program import SIGNATURE_COLUMNS, make_program
+from tracecanary.synth.examples import decode_like_program, random_program
 
 
 def _by_tuples(program):

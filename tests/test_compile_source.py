@@ -7,7 +7,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracecanary.canonical import canonical_json_bytes, sha256_bytes
-from tracecanary.synth.examples import random_program
 from tracecanary.compile.source import (
     occurrence_record,
     segment_commitment,
@@ -16,6 +15,7 @@ from tracecanary.compile.source import (
     source_header,
 )
 from tracecanary.program import Program
+from tracecanary.synth.examples import random_program
 
 programs = st.builds(
     random_program,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import copy
 
 from tracecanary.compile import compile_program, parse_budget
-from tracecanary.verify.commitments import verify_commitments
-from tracecanary.synth.examples import decode_like_program, random_program
 from tracecanary.program import Program
+from tracecanary.synth.examples import decode_like_program, random_program
+from tracecanary.verify.commitments import verify_commitments
 
 BUDGET = parse_budget("skew=2us,overlap=5us,gap=5us,latency=5us")
 

@@ -10,6 +10,7 @@ of a strictly lower layer; units of one layer are peers and do not import each o
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -28,7 +29,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("ingest and capture", ["ingest", "capture", "record", "param.program", "param.compat"]),
     ("merge inputs", ["merge_inputs"]),
     ("merge", ["merge"]),
-    ("clock derivation", ["clocks"]),
+    ("clock derivation; real workloads captured and merged", ["clocks", "zoo"]),
     ("compile", ["compile"]),
     ("loading any input; export; fits", ["load", "param.export", "alphabeta", "physical.config"]),
     ("simulator", ["sim"]),
@@ -195,3 +196,15 @@ def test_cycle_finder_finds_a_cycle():
 def test_boundary_check_sees_function_level_imports():
     """compile.expand imported inside a function of verify.behavior still counts."""
     assert "tracecanary.compile.expand" in GRAPH["tracecanary.verify.behavior"]
+
+
+def test_architecture_doc_states_these_layers():
+    """docs/architecture.md's layer table lists the same units, layer by layer, bottom up."""
+    doc = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = doc.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "`" in line]
+    documented = [
+        (name.strip(), sorted(u.strip("` ") for u in re.findall(r"`[^`]+`", units)))
+        for name, units in (row.strip("| ").split(" | ", 1) for row in rows)
+    ]
+    assert documented == [(name, sorted(units)) for name, units in LAYERS]

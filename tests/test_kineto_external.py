@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tracecanary.kineto import import_kineto_file
 from tracecanary.formats.schemas import validate
+from tracecanary.kineto import import_kineto_file
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "kineto_samples" / "external"
 NCCL_DATA = EXTERNAL / "hta__nccl_parser_config__nccl_data.json.gz"
@@ -124,3 +124,18 @@ def test_import_kineto_cli_on_external_samples_is_deterministic(tmp_path, run_cl
     assert {p.name: p.read_bytes() for p in out.iterdir()} == first
     doc = json.loads(first["rank1.json"])
     validate(doc, "trace", file="rank1.json")
+
+
+def test_external_two_of_128_ranks_are_refused_by_merge_naming_the_first_missing_rank(
+    tmp_path, run_cli
+):
+    """The only external set with more than one rank (HTA's sampled ranks 0 and 1) holds 2
+    of the 128 ranks its traces declare: merge refuses it rather than match a partial
+    world, so it cannot go on to search (no external sample holds a whole world)."""
+    imported = tmp_path / "ranks"
+    assert run_cli("import-kineto", SAMPLED_0, SAMPLED_1, "-o", imported)[0] == 0
+    out = tmp_path / "merged.jsonl.gz"
+    code, _, err = run_cli("merge", *sorted(imported.glob("rank*.json")), "-o", out)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "rank 2: no capture" in err and "world_size 128" in err
+    assert not out.exists()

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tracecanary.cli import main
-from tracecanary.kineto import import_kineto_file
 from tracecanary.formats.schemas import validate
+from tracecanary.kineto import import_kineto_file
 
 pytestmark = pytest.mark.slow
 

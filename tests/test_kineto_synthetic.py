@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracecanary.errors import ImportRefused
-from tracecanary.kineto import convert, import_kineto_file
 from tracecanary.formats.schemas import validate
+from tracecanary.kineto import convert, import_kineto_file
 
 BASE_NS = 1_790_857_026_000_000_000
 

@@ -48,9 +48,19 @@ def installed(tmp_path_factory) -> dict[str, str]:
 
 
 def _tracecanary(env: dict[str, str], cwd: Path, *argv: str) -> subprocess.CompletedProcess:
+    """``tracecanary ARGV`` in ``cwd``, refusing (exit 3) to run unless the package it
+    imports is the installed copy."""
     run_env = {k: v for k, v in env.items() if k != "target"}
+    guard = (
+        "import sys, pathlib, tracecanary\n"
+        "if not pathlib.Path(tracecanary.__file__).is_relative_to(sys.argv[1]):\n"
+        "    print('imported', tracecanary.__file__, file=sys.stderr)\n"
+        "    sys.exit(3)\n"
+        "from tracecanary.cli import main\n"
+        "sys.exit(main(sys.argv[2:]))\n"
+    )
     return subprocess.run(
-        [sys.executable, "-m", "tracecanary", *argv],
+        [sys.executable, "-c", guard, env["target"], *argv],
         cwd=cwd, env=run_env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
 

@@ -83,9 +83,7 @@ def _export(tmp_path, run_cli, doc, name, *extra):
 
 
 def test_upstream_target_puts_each_send_recv_pair_on_its_own_two_rank_group(tmp_path, run_cli):
-    code, err, out = _export(
-        tmp_path, run_cli, _trace(), "up", "--target", "param-1e115ff"
-    )
+    code, err, out = _export(tmp_path, run_cli, _trace(), "up", "--target", "param-1e115ff")
     assert code == 0, err
     summary = json.loads((out / "export.json").read_text())
     assert summary["target"] == "param-1e115ff"
@@ -115,7 +113,11 @@ def test_default_target_export_is_unchanged_by_the_upstream_target(tmp_path, run
     ("refused", "needle", "field"),
     [
         ("reduce-root", "reduce to root 1: upstream PARAM 1e115ff ignores a reduce's root", "root"),
-        ("barrier-after-subgroup", "barrier on ranks [0, 1, 2, 3] after an op on ranks [2, 3]", "group"),
+        (
+            "barrier-after-subgroup",
+            "barrier on ranks [0, 1, 2, 3] after an op on ranks [2, 3]",
+            "group",
+        ),
     ],
 )
 def test_upstream_target_refuses_what_upstream_would_mis_execute_naming_op_and_why(
@@ -152,9 +154,7 @@ def test_replay_param_refuses_an_export_for_our_replayer_before_launching(tmp_pa
     code, err, out = _export(tmp_path, run_cli, _trace(), "plain")
     assert code == 0, err
     attempt = tmp_path / "attempt"
-    code, _, err = run_cli(
-        "replay-param", out, "--param", PARAM, "--nproc", "4", "-o", attempt
-    )
+    code, _, err = run_cli("replay-param", out, "--param", PARAM, "--nproc", "4", "-o", attempt)
     assert code == 2
     assert "field pg_id" in err and "send 1->2 on ranks [0, 1, 2, 3]" in err
     assert "--target param-1e115ff" in err
@@ -169,6 +169,16 @@ def test_replay_param_refuses_a_directory_that_is_not_param(tmp_path, run_cli):
     )
     assert code == 2 and "not a PARAM checkout" in err and "field --param" in err
     assert not (tmp_path / "a").exists()
+
+
+def test_replay_param_refuses_a_module_that_does_not_import(tmp_path, run_cli):
+    code, err, out = _export(tmp_path, run_cli, _trace(), "up", "--target", "param-1e115ff")
+    assert code == 0, err
+    code, _, err = run_cli(
+        "replay-param", out, "--param", "no_such_param_pkg", "--nproc", "4", "-o", tmp_path / "a"
+    )
+    assert code == 2 and "cannot import PARAM's replayer no_such_param_pkg" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["up", "up.json"]
 
 
 def test_docs_compatibility_table_is_the_one_the_code_applies():
@@ -186,7 +196,7 @@ def test_every_patch_applies_to_the_shared_upstream_snapshot(tmp_path):
     code = (
         "import importlib, json;"
         "from tracecanary.param import compat;"
-        f"m = importlib.import_module('param_bench.train.comms.pt.commsTraceReplay');"
+        "m = importlib.import_module('param_bench.train.comms.pt.commsTraceReplay');"
         "print(json.dumps(compat.check(m)))"
     )
     done = subprocess.run(
@@ -257,28 +267,35 @@ def test_campaign_switch_replays_canary_and_full_in_upstream_beside_ours(tmp_pat
     """A real Snakemake run of the tiny campaign with physical.param_upstream on: the
     physical report holds both replayers side by side, barrier semantics stated."""
     import yaml
-    from conftest import make_tiny_campaign, run_snakemake
+    from conftest import run_snakemake
 
-    make_tiny_campaign(tmp_path, with_alphabeta=False)
-    config_file = tmp_path / "config" / "tiny.yaml"
-    config = yaml.safe_load(config_file.read_text())
-    config["physical"] = {
-        "source": "decode",
-        "configs": ["native"],
-        "repetitions": 1,
-        "warmup": 0,
-        "iters": 1,
-        "timeout": 300,
-        "param_upstream": {"enabled": True, "param": str(PARAM), "iters": 1},
+    (tmp_path / "resources").mkdir()
+    write_doc(_trace(steps=2), tmp_path / "resources" / "ops.json")
+    (tmp_path / "config").mkdir()
+    for name in ("backends.yaml", "tolerances.yaml", "physical.yaml"):
+        (tmp_path / "config" / name).write_bytes((REPO / "config" / name).read_bytes())
+    config = {
+        "campaign": "tiny",
+        "sources": [{"id": "ops", "kind": "trace", "path": "resources/ops.json"}],
+        "backends": "config/backends.yaml",
+        "tolerances": "config/tolerances.yaml",
+        "compile": {"budgets": ["8us"]},
+        "search": {"budgets": "0,8"},
+        "physical": {
+            "source": "ops",
+            "configs": ["native"],
+            "repetitions": 1,
+            "warmup": 0,
+            "iters": 1,
+            "timeout": 300,
+            "param_upstream": {"enabled": True, "param": str(PARAM), "iters": 1},
+        },
     }
-    config_file.write_text(yaml.safe_dump(config))
-    (tmp_path / "config" / "physical.yaml").write_bytes(
-        (REPO / "config" / "physical.yaml").read_bytes()
-    )
+    (tmp_path / "config" / "tiny.yaml").write_text(yaml.safe_dump(config))
     run = run_snakemake(tmp_path, "--cores", "1", "results/tiny/physical.md")
     assert run.returncode == 0, run.stderr[-3000:]
     for program in ("canary", "full"):
-        attempt = tmp_path / f"results/tiny/physical-param/decode/{program}/rep1/attempt.json"
+        attempt = tmp_path / f"results/tiny/physical-param/ops/{program}/rep1/attempt.json"
         doc = json.loads(attempt.read_text())
         assert doc["source"] == "param" and doc["status"] == "complete"
     report = json.loads((tmp_path / "results/tiny/physical.json").read_text())
@@ -286,5 +303,38 @@ def test_campaign_switch_replays_canary_and_full_in_upstream_beside_ours(tmp_pat
     markdown = (tmp_path / "results/tiny/physical.md").read_text()
     assert "## Both replayers: our replayer and upstream PARAM" in markdown
     assert "Barrier semantics differ" in markdown
-    prov = tmp_path / "results/tiny/provenance/replay_param/decode/rep1.json"
+    prov = tmp_path / "results/tiny/provenance/replay_param/ops/rep1.json"
     assert json.loads(prov.read_text())["predicate"]["deterministic"] is False
+
+
+@pytest.mark.slow
+def test_our_replayer_replays_the_upstream_target_export_too(tmp_path, run_cli):
+    """The same files serve both replayers: the pair groups of the transformed send/recv
+    are ordinary process groups for replay-physical."""
+    code, err, out = _export(tmp_path, run_cli, _trace(), "up", "--target", "param-1e115ff")
+    assert code == 0, err
+    attempt = tmp_path / "ours"
+    code, _, err = run_cli(
+        "replay-physical", out, "--nproc", "4", "--warmup", "0", "--iters", "1",
+        "--timeout", "300", "-o", attempt,
+    )  # fmt: skip
+    assert code == 0, err
+    rows = pq.read_table(attempt / "rows.parquet").to_pandas()
+    assert rows["correct"].all()
+    assert set(rows["op"]) >= {"send", "recv", "reduce", "barrier", "broadcast"}
+
+
+@pytest.mark.slow
+@needs_param
+def test_upstream_run_past_its_timeout_is_killed_and_archived_as_failed(tmp_path, run_cli):
+    code, err, out = _export(tmp_path, run_cli, _trace(), "up", "--target", "param-1e115ff")
+    assert code == 0, err
+    attempt = tmp_path / "attempt"
+    code, _, err = run_cli(
+        "replay-param", out, "--param", PARAM, "--nproc", "4", "--timeout", "2", "-o", attempt
+    )
+    assert code == 1 and "timeout after 2 s" in err
+    doc = json.loads((attempt / "attempt.json").read_text())
+    assert doc["status"] == "failed" and doc["source"] == "param"
+    assert (attempt / "launch.log").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["attempt", "up", "up.json"]

@@ -17,10 +17,17 @@ CONFIG = "config/config.yaml"
 RESULTS = "results/test"
 
 
+SHIPPED_COPIES = {
+    "resources/adversarial.json": "resources/traces/adversarial.json",
+    "config/backends.yaml": "config/backends.yaml",
+    "config/tolerances.yaml": "config/tolerances.yaml",
+}
+
+
 def copy_dottest(target):
-    """.test/ copied into ``target`` with its symlinks (shipped trace, default configs)
-    resolved, so the campaign runs outside the checkout."""
-    shutil.copytree(REPO / ".test", target, symlinks=False, dirs_exist_ok=True)
+    """.test/ copied into ``target`` (without any results), so the campaign runs outside
+    the checkout."""
+    shutil.copytree(REPO / ".test", target, dirs_exist_ok=True)
     for generated in ("results", "logs", "benchmarks", ".snakemake"):
         shutil.rmtree(target / generated, ignore_errors=True)
     return target
@@ -29,6 +36,13 @@ def copy_dottest(target):
 @pytest.fixture
 def dottest(tmp_path):
     return copy_dottest(tmp_path / "dottest")
+
+
+def test_dottest_inputs_are_equal_copies_of_the_shipped_files():
+    for copy, shipped in SHIPPED_COPIES.items():
+        path = REPO / ".test" / copy
+        assert not path.is_symlink(), copy  # a manifest refuses symlinked evidence
+        assert path.read_bytes() == (REPO / shipped).read_bytes(), copy
 
 
 def test_dottest_campaign_is_lint_clean(dottest):
@@ -57,6 +71,7 @@ def test_dottest_dry_run_plans_every_stage_of_the_campaign(dottest):
         "verify": budgets,
         "search": 1,
         "reduce_baseline": 1,
+        "baselines": 1,
         "replay": 2,  # source (isolated) and canary
         "compare": 1,
         "timeline": 1,
@@ -64,7 +79,7 @@ def test_dottest_dry_run_plans_every_stage_of_the_campaign(dottest):
         "manifest": 1,
         "summary": 1,
         "all": 1,
-        "total": 15,
+        "total": 16,
     }
 
 
@@ -84,6 +99,9 @@ def test_dottest_campaign_runs_and_its_manifest_verifies(dottest, capsys):
     assert not (results / "provenance-summary.json").exists()
     assert tracecanary_main(["manifest", "verify", str(results / "manifest.json")]) == 0
     capsys.readouterr()
+    # the summary is made after the manifest, from it: its record is beside the others but
+    # not in the manifest
+    assert "provenance/summary.json" not in json.dumps(manifest["provenance"])
     summary = (results / "summary.md").read_text()
     row = next(line for line in summary.splitlines() if line.startswith("| adversarial |"))
     canary = json.loads((results / "search/adversarial/canary.json").read_text())

@@ -19,20 +19,22 @@ Guarantees:
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 
 from tracecanary.clocks.calibration import clock_map_from_calibration, load_calibration
 from tracecanary.errors import InputError, MergeError
+from tracecanary.formats.ids import TRACE_FORMAT
 from tracecanary.formats.schemas import validate
 from tracecanary.ingest import _header_and_batches, is_jsonl
 from tracecanary.kineto.crossrank import RankCapture, needs_resolution, resolve_groups
 from tracecanary.limits import current_limits, load_json, open_input
 from tracecanary.trace_io import write_trace
 
-KINETO_MARKERS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"')
-TRACE_MARKER = b'"tracecanary.trace/v1"'
+KINETO_KEYS = re.compile(rb'"(traceEvents|schemaVersion|deviceProperties)"\s*:')
+TRACE_MARKER = f'"{TRACE_FORMAT}"'.encode()
 PEEK_BYTES = 1 << 16
 
 
@@ -42,7 +44,7 @@ def refuse_raw_kineto(captures: list[str]) -> None:
     for path in captures:
         with open_input(path, current_limits()) as stream:
             head = stream.read(PEEK_BYTES)
-        if TRACE_MARKER not in head.replace(b" ", b"") and any(m in head for m in KINETO_MARKERS):
+        if TRACE_MARKER not in head and KINETO_KEYS.search(head):
             raise InputError(
                 "a raw PyTorch profiler (Kineto) trace, not a tracecanary.trace/v1 capture: "
                 "use a campaign source of kind: kineto (traces: [...] with a calibration or "

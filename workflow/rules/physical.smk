@@ -16,22 +16,6 @@ rule export_param:
         "../../scripts/export_param.py"
 
 
-def physical_predecessor(wildcards):
-    """The attempt that runs just before this one: repetitions run as rounds (every
-    configuration once per round) and the configuration order rotates by one per round,
-    so drift and warm-up favour no configuration; [] for the first."""
-    configs = list(PHYSICAL["configs"])
-    chain = []
-    for rep in range(1, PHYSICAL["repetitions"] + 1):
-        k = (rep - 1) % len(configs)
-        chain += [(cfg, rep) for cfg in configs[k:] + configs[:k]]
-    i = chain.index((wildcards.config, int(wildcards.rep)))
-    if i == 0:
-        return []
-    cfg, rep = chain[i - 1]
-    return [f"results/{wildcards.campaign}/provenance/replay_physical/{wildcards.source}/{cfg}/rep{rep}.json"]
-
-
 rule replay_physical:
     # one job replays the canary and the full program back to back under one
     # configuration; odd repetitions run the canary first, even ones the full program

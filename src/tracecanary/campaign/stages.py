@@ -247,8 +247,10 @@ def replay_physical(job) -> None:
 
 
 def export_param_upstream(job) -> None:
+    from tracecanary.param.target import UPSTREAM_TARGET
+
     argv = ["export-param", job.input.program, "--execution", job.params.execution]
-    cli([*argv, "--target", "param-1e115ff", "-o", job.output.param])
+    cli([*argv, "--target", UPSTREAM_TARGET, "-o", job.output.param])
 
 
 def replay_param(job) -> None:
@@ -356,6 +358,7 @@ def summary(job) -> None:
         verifications=list(job.input.verifications),
         verdicts=list(job.input.verdicts),
         physical_source=job.params.physical_source,
+        timelines=list(job.input.timelines),
         html=job.output.html,
     )
 

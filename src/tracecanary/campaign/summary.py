@@ -66,7 +66,7 @@ def _statuses(doc: dict) -> str:
 
 def _budget_label(ns: int) -> str:
     """A searched budget as configured (``8 us``): an exact setting, not a measurement."""
-    return "lossless" if ns == 0 else f"{ns / 1000:g} us"
+    return "lossless" if ns == 0 else f"{ns / 1000:g}us"
 
 
 def _outcome(entries: list[dict]) -> str:
@@ -333,6 +333,23 @@ def verdicts_section(verdicts) -> list[str]:
     ]
 
 
+def timelines_section(timelines, manifest_path) -> list[str]:
+    if not timelines:
+        return []
+    root = Path(manifest_path).parent
+    lines = [
+        "## Timelines",
+        "",
+        "Per source: collectives per rank over time, the canary's executed occurrences with "
+        "their weights, tail windows, and per-rank arrival skew (stragglers):",
+        "",
+    ]
+    for path in map(Path, timelines):
+        shown = path.relative_to(root) if path.is_relative_to(root) else path
+        lines.append(f"- {path.stem}: `{shown.as_posix()}`")
+    return lines + [""]
+
+
 def rankings_section(source_reports) -> list[str]:
     lines = ["## Isolated vs workload ranking (simulator)", ""]
     for report_path in source_reports:
@@ -437,6 +454,7 @@ def write_campaign_summary(
     verifications=(),
     verdicts=(),
     physical_source=None,
+    timelines=(),
     html=None,
 ) -> str:
     """One page: what the campaign showed, each line traceable to an artifact (see module
@@ -468,6 +486,7 @@ def write_campaign_summary(
     )
     lines += ["", "Verification statuses of every search candidate are in `search.md`.", ""]
     lines += verdicts_section(verdicts)
+    lines += timelines_section(timelines, manifest_path)
     lines += rankings_section(source_reports)
     lines += baselines_section(baselines)
     lines += physical_section(physical_doc, physical_source)

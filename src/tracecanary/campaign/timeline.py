@@ -185,6 +185,8 @@ def render_timeline(program: Program, canary: dict, *, source: str) -> bytes:
         _shade_tails(ax_src, windows, issue, scale)
         sampled = "" if stride == 1 else f", every {stride}th drawn"
         shaded = f"; shaded: {len(windows)} tail windows" if windows else ""
+        if not program.skew_known:
+            shaded += "; skew unknown: ranks drawn at the issue time"
         ax_src.set_title(
             f"source: {count(program.n)} collectives on {program.world_size} ranks over "
             f"{duration_ns(span)}{sampled}{shaded}",

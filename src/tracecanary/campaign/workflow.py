@@ -12,14 +12,13 @@ from __future__ import annotations
 import contextlib
 import sys
 import traceback
-from collections.abc import Callable
 from typing import Any
 
 from tracecanary.campaign.provenance import statement, write_statement
-from tracecanary.campaign.stages import RECORDED_RULES, STAGES, cli
+from tracecanary.campaign.stages import RECORDED_RULES, STAGES
 from tracecanary.errors import TraceCanaryError
 
-__all__ = ["PROVENANCE_OUTPUT", "cli", "run_rule"]
+__all__ = ["PROVENANCE_OUTPUT", "run_rule"]
 
 PROVENANCE_OUTPUT = "prov"
 
@@ -41,28 +40,18 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def run_rule(
-    snakemake,
-    work: Callable[[], Any] | None = None,
-    *,
-    deterministic: bool | None = None,
-    store: str | None = None,
-) -> Any:
-    """Run the job's stage and record its provenance (see module doc).
-
-    ``work`` defaults to the rule's stage in ``STAGES``; ``deterministic`` defaults to
-    whether the rule is one whose outputs are measurements (``RECORDED_RULES``)."""
-    if work is None:
-        stage = STAGES[snakemake.rule]
-        work = lambda: stage(snakemake)  # noqa: E731
-    if deterministic is None:
-        deterministic = snakemake.rule not in RECORDED_RULES
+def run_rule(snakemake) -> None:
+    """Run the job's stage (``STAGES[rule]``) and record its provenance (see module doc);
+    the record says ``deterministic: false`` for the rules whose outputs are measurements
+    (``RECORDED_RULES``)."""
+    stage = STAGES[snakemake.rule]
+    deterministic = snakemake.rule not in RECORDED_RULES
     log_path = snakemake.log[0] if len(snakemake.log) else None
     log = open(log_path, "w") if log_path else sys.stderr
     try:
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             try:
-                result = work()
+                stage(snakemake)
             except TraceCanaryError as err:
                 print(f"error: {err.one_line()}")
                 raise
@@ -71,7 +60,7 @@ def run_rule(
                 raise
         prov = getattr(snakemake.output, PROVENANCE_OUTPUT, None)
         if prov is None:  # the manifest: it binds the records, it has none of its own
-            return result
+            return
         outputs = {k: v for k, v in _named(snakemake.output).items() if k != PROVENANCE_OUTPUT}
         params = {k: _jsonable(v) for k, v in _named(snakemake.params).items()}
         record = statement(
@@ -82,10 +71,7 @@ def run_rule(
             outputs=outputs,
             deterministic=deterministic,
         )
-        if store is None:
-            store = snakemake.config["store"]
-        write_statement(prov, record, store)
-        return result
+        write_statement(prov, record, snakemake.config["store"])
     finally:
         if log is not sys.stderr:
             log.close()

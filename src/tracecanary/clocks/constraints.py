@@ -77,12 +77,22 @@ class ConstraintSet:
 def _extreme_per_key(
     key: np.ndarray, value: np.ndarray, rows: np.ndarray, *, largest: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per distinct key (ascending): (key, extreme value, its row, count)."""
-    order = np.lexsort((-value if largest else value, key))
-    k = key[order]
-    first = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1]))) if k.size else k
-    counts = np.diff(np.append(first, k.size))
-    return k[first], value[order][first], rows[order][first], counts
+    """Per distinct key (ascending): (key, extreme value, its row, count); ties go to the
+    first row in input order. Hash-grouped, then ``ufunc.at``: no sort of the values."""
+    codes, uniques = pd.factorize(key, sort=False)
+    order = np.argsort(uniques, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    codes = rank[codes]
+    k = uniques.size
+    info = np.iinfo(np.int64)
+    ext = np.full(k, info.min if largest else info.max, dtype=np.int64)
+    (np.maximum if largest else np.minimum).at(ext, codes, value)
+    hit = np.flatnonzero(value == ext[codes])
+    first = np.full(k, info.max, dtype=np.int64)
+    np.minimum.at(first, codes[hit], hit)
+    counts = np.bincount(codes, minlength=k)
+    return np.asarray(uniques)[order], ext, rows[first], counts
 
 
 def collect_constraints(

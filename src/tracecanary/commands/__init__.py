@@ -62,3 +62,16 @@ def add_rendezvous_options(parser) -> None:
         default=None,
         help="multi-node: id shared by all nodes, names the staging dir (default: none)",
     )
+
+
+def topology_from_args(args):
+    """The ``physical.launch.Topology`` the ``--nproc`` and rendezvous options name."""
+    from tracecanary.physical.launch import Topology  # imports torch helpers: only when run
+
+    return Topology(
+        nproc=args.nproc,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        rdzv_endpoint=args.rdzv_endpoint,
+        rdzv_id=args.rdzv_id,
+    )

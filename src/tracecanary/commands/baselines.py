@@ -8,14 +8,16 @@ markdown table beside it. A measurement, not a claim: exit 0 whenever it is writ
 
 from __future__ import annotations
 
+DEFAULT_SEED = 20261201  # the sampling seed a campaign uses unless told otherwise
+
 
 def register(sub) -> None:
     p = sub.add_parser(
         "baselines",
         help="random/frequency/cluster/stratified samples at the canary's size, checked like it",
     )
-    p.add_argument("source", metavar="SOURCE")
-    p.add_argument("canary", metavar="CANARY")
+    p.add_argument("source", metavar="SOURCE", help="the source trace or normalized table")
+    p.add_argument("canary", metavar="CANARY", help="the canary whose executed size is matched")
     p.add_argument(
         "--backends",
         default=None,
@@ -27,10 +29,24 @@ def register(sub) -> None:
         metavar="T",
         help="tolerances YAML (default: the shipped tracecanary/defaults/tolerances.yaml)",
     )
-    p.add_argument("--config", action="append", metavar="NAME")
-    p.add_argument("--seed", type=int, default=None, help="sampling seed (default 20261201)")
-    p.add_argument("--markdown", metavar="TABLE.md", help="also write the table as markdown")
-    p.add_argument("-o", "--output", required=True, metavar="BASELINES.json")
+    p.add_argument(
+        "--config",
+        action="append",
+        metavar="NAME",
+        help="replay only this configuration; repeatable (default: every configuration)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        help="seed of every sampling method (default: %(default)s)",
+    )
+    p.add_argument(
+        "--markdown", metavar="TABLE.md", help="also write the table as markdown (default: none)"
+    )
+    p.add_argument(
+        "-o", "--output", required=True, metavar="BASELINES.json", help="the baselines document"
+    )
     p.set_defaults(func=run)
 
 
@@ -40,10 +56,10 @@ def run(args) -> int:
     from tracecanary.errors import InputError, located
     from tracecanary.load import load_program
     from tracecanary.sim.backends import load_backends
-    from tracecanary.verify.baselines import DEFAULT_SEED, baselines_table, compare_baselines
+    from tracecanary.verify.baselines import baselines_table, compare_baselines
     from tracecanary.verify.behavior import load_tolerances
 
-    seed = DEFAULT_SEED if args.seed is None else args.seed
+    seed = args.seed
     if seed < 0:
         raise InputError(f"seed must be >= 0, got {seed}", field="--seed")
     backends = load_backends(args.backends)

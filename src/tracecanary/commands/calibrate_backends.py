@@ -19,15 +19,51 @@ def register(sub) -> None:
         description=__doc__,
     )
     p.add_argument("ladders", nargs="+", metavar="LADDER", help="[NAME=]PATH")
-    p.add_argument("--physical-configs", default=None, metavar="YAML")
     p.add_argument(
-        "--config", action="append", default=[], metavar="NAME", help="a physical configuration"
+        "--physical-configs",
+        default=None,
+        metavar="YAML",
+        help="physical configurations YAML, needed with --config (default: none)",
     )
-    p.add_argument("--backend", choices=("gloo", "nccl"), default=None)
-    p.add_argument("--program", action="append", default=[], metavar="PARAM_DIR")
-    p.add_argument("--overlap-efficiency", type=float, default=0.0)
-    p.add_argument("--contention", type=float, default=0.0)
-    p.add_argument("-o", "--output", required=True, metavar="BACKENDS")
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a physical configuration to calibrate (repeatable; default: one configuration per ladder setting)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("gloo", "nccl"),
+        default=None,
+        help="the backend the physical configurations run on (default: each ladder's own; gloo for --config)",
+    )
+    p.add_argument(
+        "--program",
+        action="append",
+        default=[],
+        metavar="PARAM_DIR",
+        help="a PARAM program directory whose every op each configuration must price (repeatable; default: none checked)",
+    )
+    p.add_argument(
+        "--overlap-efficiency",
+        type=float,
+        default=0.0,
+        help="the simulator's overlap efficiency for every configuration",
+    )
+    p.add_argument(
+        "--contention",
+        type=float,
+        default=0.0,
+        help="the simulator's contention factor for every configuration",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="BACKENDS",
+        help="simulator configurations YAML (tracecanary.backends/v1)",
+    )
     p.set_defaults(func=run)
 
 

@@ -18,7 +18,9 @@ def register(sub) -> None:
         "calibrate-clocks",
         help="derive clock offsets (and drift) from the captures' happens-before constraints",
     )
-    p.add_argument("captures", nargs="+", metavar="CAPTURE")
+    p.add_argument(
+        "captures", nargs="+", metavar="CAPTURE", help="per-rank captures (what merge takes)"
+    )
     p.add_argument("-o", "--output", required=True, metavar="CLOCKS", help="calibration JSON")
     p.add_argument(
         "--reference", metavar="CLOCK", help="reference clock domain (default: rank 0's clock)"

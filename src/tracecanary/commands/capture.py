@@ -21,8 +21,8 @@ def register(sub) -> None:
     p.add_argument(
         "--workload",
         metavar="NAME",
-        help="a zoo workload (ddp, fsdp2_tp, tp_decode, pp; 4 ranks) instead of the built-in "
-        "probe workload; see tracecanary.zoo",
+        help="a zoo workload (ddp, fsdp2_tp, tp_decode, pp; 4 ranks; see tracecanary.zoo) "
+        "(default: the built-in probe workload)",
     )
     p.add_argument(
         "--steps",

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import sys
 
-EXPECT_ROOT_HELP = "the root digest published with the campaign; any other root is exit 1"
+EXPECT_ROOT_HELP = (
+    "the root digest published with the campaign; any other root is exit 1 (default: not pinned)"
+)
+MANIFEST_HELP = "results/<campaign>/manifest.json"
 
 
 def register(sub) -> None:
@@ -18,7 +21,7 @@ def register(sub) -> None:
     )
     act = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     v = act.add_parser("verify", help="recompute every digest; exit 1 listing each mismatch")
-    v.add_argument("manifest", metavar="MANIFEST")
+    v.add_argument("manifest", metavar="MANIFEST", help=MANIFEST_HELP)
     v.add_argument(
         "--workdir", help="directory the campaign ran in (default: inferred from the manifest path)"
     )
@@ -26,19 +29,20 @@ def register(sub) -> None:
     v.add_argument(
         "--key",
         metavar="PUBLIC_KEY",
-        help="ed25519 public key (PEM): the manifest must carry a DSSE signature by it",
+        help="ed25519 public key (PEM): the manifest must carry a DSSE signature by it "
+        "(default: no signature required)",
     )
     v.add_argument(
         "--signature",
         metavar="ENVELOPE",
-        help="DSSE envelope (default: MANIFEST.dsse.json); used with --key",
+        help="DSSE envelope, used with --key (default: MANIFEST.dsse.json)",
     )
     v.set_defaults(func=run_verify)
     r = act.add_parser(
         "regenerate",
         help="re-run the workflow from evidence alone in a fresh directory and compare bit for bit",
     )
-    r.add_argument("manifest", metavar="MANIFEST")
+    r.add_argument("manifest", metavar="MANIFEST", help=MANIFEST_HELP)
     r.add_argument(
         "--workdir", required=True, metavar="DIR", help="fresh directory to regenerate in"
     )
@@ -47,27 +51,33 @@ def register(sub) -> None:
         dest="source_root",
         help="where the evidence lies (default: inferred from the manifest path)",
     )
-    r.add_argument("--cores", type=int, default=2)
+    r.add_argument("--cores", type=int, default=2, help="Snakemake cores (default: %(default)s)")
     r.add_argument("--expect-root", metavar="DIGEST", help=EXPECT_ROOT_HELP)
     r.set_defaults(func=run_regenerate)
     k = act.add_parser("pack", help="one portable tar.gz of manifest + config + evidence")
-    k.add_argument("manifest", metavar="MANIFEST")
-    k.add_argument("-o", "--output", required=True, metavar="campaign.tar.gz")
+    k.add_argument("manifest", metavar="MANIFEST", help=MANIFEST_HELP)
+    k.add_argument(
+        "-o", "--output", required=True, metavar="campaign.tar.gz", help="the archive to write"
+    )
     k.set_defaults(func=run_pack)
     u = act.add_parser("unpack", help="extract a packed campaign (paths and digests checked)")
-    u.add_argument("archive", metavar="ARCHIVE")
-    u.add_argument("-o", "--output", required=True, metavar="DIR")
+    u.add_argument("archive", metavar="ARCHIVE", help="a campaign archive (manifest pack)")
+    u.add_argument(
+        "-o", "--output", required=True, metavar="DIR", help="fresh (absent or empty) directory"
+    )
     u.add_argument("--expect-root", metavar="DIGEST", help=EXPECT_ROOT_HELP)
     u.set_defaults(func=run_unpack)
     s = act.add_parser("sign", help="sign a manifest with an ed25519 key (DSSE envelope)")
-    s.add_argument("manifest", metavar="MANIFEST")
+    s.add_argument("manifest", metavar="MANIFEST", help=MANIFEST_HELP)
     s.add_argument("--key", required=True, metavar="PRIVATE_KEY", help="ed25519 key (PEM PKCS#8)")
     s.add_argument(
-        "-o", "--output", metavar="ENVELOPE", help="default: MANIFEST.dsse.json beside it"
+        "-o", "--output", metavar="ENVELOPE", help="the envelope (default: MANIFEST.dsse.json)"
     )
     s.set_defaults(func=run_sign)
     g = act.add_parser("keygen", help="write a new ed25519 key pair (KEY, KEY.pub)")
-    g.add_argument("-o", "--output", required=True, metavar="KEY")
+    g.add_argument(
+        "-o", "--output", required=True, metavar="KEY", help="private key path (KEY.pub beside it)"
+    )
     g.set_defaults(func=run_keygen)
 
 

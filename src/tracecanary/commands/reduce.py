@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tracecanary.commands import add_backends_option, add_configs_option
+from tracecanary.sim.ranking import DEFAULT_TIE_TOLERANCE
 
 
 def register(sub) -> None:
@@ -16,7 +17,7 @@ def register(sub) -> None:
     p.add_argument(
         "--tie-tolerance",
         type=float,
-        default=0.01,
+        default=DEFAULT_TIE_TOLERANCE,
         help="relative latency difference under which two configurations tie",
     )
     p.add_argument(

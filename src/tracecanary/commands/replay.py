@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from tracecanary.commands import add_backends_option
+from tracecanary.sim.ranking import DEFAULT_TIE_TOLERANCE
 
 
 def register(sub) -> None:
@@ -38,9 +39,9 @@ def register(sub) -> None:
     p.add_argument(
         "--tie-tolerance",
         type=float,
-        default=None,
+        default=DEFAULT_TIE_TOLERANCE,
         metavar="REL",
-        help="relative tie tolerance of rankings (default 0.01)",
+        help="relative tie tolerance of rankings",
     )
     p.add_argument(
         "-o",
@@ -90,7 +91,6 @@ def run(args) -> int:
     from tracecanary.load import load_program
     from tracecanary.sim.backends import load_backends
     from tracecanary.sim.engine import normalize_ablations
-    from tracecanary.sim.ranking import DEFAULT_TIE_TOLERANCE
     from tracecanary.sim.report import build_report
 
     if not Path(args.input).is_file():
@@ -98,7 +98,6 @@ def run(args) -> int:
     ablations = normalize_ablations(args.ablate)
     backends = load_backends(args.backends)
     backends.select(args.config, file=args.backends or "backends.yaml (shipped default)")
-    tie = DEFAULT_TIE_TOLERANCE if args.tie_tolerance is None else args.tie_tolerance
     program = load_program(args.input)
     report = build_report(
         program,
@@ -107,7 +106,7 @@ def run(args) -> int:
         config_names=args.config,
         ablations=ablations,
         isolated=args.isolated,
-        tie_tolerance=tie,
+        tie_tolerance=args.tie_tolerance,
     )
     digest = write_json(args.output, report)
     print(summary_table(report))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from tracecanary.commands import add_force_option
+from tracecanary.commands import add_force_option, add_rendezvous_options, topology_from_args
 
 
 def register(sub) -> None:
@@ -39,9 +39,11 @@ def register(sub) -> None:
         "--param-commit",
         default=None,
         metavar="SHA",
-        help="PARAM's commit, when git or SOURCE.md cannot tell it",
+        help="PARAM's commit, when git or SOURCE.md cannot tell it (default: what they say)",
     )
-    p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    p.add_argument(
+        "--backend", choices=("gloo", "nccl"), default="gloo", help="torch.distributed backend"
+    )
     p.add_argument("--nproc", type=int, required=True, help="ranks per node")
     p.add_argument(
         "--iters", type=int, default=5, help="recorded passes (PARAM --num-replays; default 5)"
@@ -54,28 +56,14 @@ def register(sub) -> None:
     p.add_argument(
         "--timeout", type=float, default=900.0, metavar="S", help="kill the run after S seconds"
     )
-    p.add_argument("--nnodes", type=int, default=1)
-    p.add_argument(
-        "--node-rank", type=int, default=None, help="static rendezvous: this node's rank"
-    )
-    p.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT")
-    p.add_argument(
-        "--rdzv-id", default=None, help="multi-node: id shared by all nodes (names the staging dir)"
-    )
+    add_rendezvous_options(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from tracecanary.param.upstream import replay_param
-    from tracecanary.physical.launch import Topology
 
-    topology = Topology(
-        nproc=args.nproc,
-        nnodes=args.nnodes,
-        node_rank=args.node_rank,
-        rdzv_endpoint=args.rdzv_endpoint,
-        rdzv_id=args.rdzv_id,
-    )
+    topology = topology_from_args(args)
     doc = replay_param(
         args.program,
         args.output,

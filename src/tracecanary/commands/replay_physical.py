@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from tracecanary.commands import add_force_option, add_rendezvous_options
+from tracecanary.commands import add_force_option, add_rendezvous_options, topology_from_args
 
 
 def register(sub) -> None:
@@ -59,16 +59,9 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from tracecanary.physical.config import default_configs_path
-    from tracecanary.physical.launch import Topology
     from tracecanary.physical.replay import replay_physical
 
-    topology = Topology(
-        nproc=args.nproc,
-        nnodes=args.nnodes,
-        node_rank=args.node_rank,
-        rdzv_endpoint=args.rdzv_endpoint,
-        rdzv_id=args.rdzv_id,
-    )
+    topology = topology_from_args(args)
     doc = replay_physical(
         args.program,
         args.output,

@@ -47,7 +47,7 @@ def run(args) -> int:
     from tracecanary.load import load_program
     from tracecanary.sim.backends import load_backends
     from tracecanary.verify.behavior import load_tolerances
-    from tracecanary.verify.marking import mark_verified, tolerances_sha256
+    from tracecanary.verify.marking import mark_verified, tolerances_digest
     from tracecanary.verify.search import parse_budgets, search, search_log_document
 
     backends = load_backends(args.backends)
@@ -73,7 +73,7 @@ def run(args) -> int:
             file=args.trace,
         )
     canary = mark_verified(
-        result.canary, result.verification, tolerances_sha256=tolerances_sha256(tolerances)
+        result.canary, result.verification, tolerances_sha256=tolerances_digest(tolerances)
     )
     canary_digest = write_json(args.output, canary)
     log["canary_sha256"] = canary_digest

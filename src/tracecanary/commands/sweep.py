@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tracecanary.commands import add_force_option, add_rendezvous_options
+from tracecanary.commands import add_force_option, add_rendezvous_options, topology_from_args
 from tracecanary.errors import RunFailed
 from tracecanary.formats.vocab import LADDER_COLLECTIVES as COLLECTIVES
 
@@ -67,16 +67,9 @@ def register(sub) -> None:
 def run(args) -> int:
     from tracecanary.parquet_io import read_parquet
     from tracecanary.physical.config import default_configs_path
-    from tracecanary.physical.launch import Topology
     from tracecanary.physical.sweep import format_table, parse_size, run_sweep
 
-    topology = Topology(
-        nproc=args.nproc,
-        nnodes=args.nnodes,
-        node_rank=args.node_rank,
-        rdzv_endpoint=args.rdzv_endpoint,
-        rdzv_id=args.rdzv_id,
-    )
+    topology = topology_from_args(args)
     configs = None
     if args.physical_config is not None:
         configs = args.physical_configs or default_configs_path()

@@ -212,11 +212,19 @@ def _solve(
             if end is not None:
                 ends[(ident.rank, seq)] = end
 
+    signatures: dict[tuple[int, int], tuple] = {}
+    for rank, cap in caps.items():
+        for seq, e in cap.by_seq.items():
+            unrecorded = e["dtype"] == UNRECORDED_DTYPE
+            signatures[(rank, seq)] = (
+                e["op"],
+                None if unrecorded else e["bytes"],
+                None if unrecorded else e["dtype"],
+                e.get("root"),
+            )
+
     def signature(rank: int, seq: int) -> tuple:
-        e = caps[rank].by_seq[seq]
-        if e["dtype"] == UNRECORDED_DTYPE:
-            return (e["op"], None, None, e.get("root"))
-        return (e["op"], e["bytes"], e["dtype"], e.get("root"))
+        return signatures[(rank, seq)]
 
     options: dict[int, list[_Option]] = {}
     for rank, cap in sorted(caps.items()):

@@ -16,42 +16,37 @@ from __future__ import annotations
 
 import re
 
+from tracecanary.formats.vocab import OPS
+
 # Keys are the name lower-cased with every prefix, underscore and "::" removed, so the
 # spellings "allreduce_", "all_reduce", "AllReduce" meet; values are trace ops. Only
 # spellings seen in traces or in the torch sources are listed.
 _OP_KEYS: dict[str, str] = {
+    # every plain op under its own name ("all_reduce" -> "allreduce")
+    **{op.replace("_", ""): op for op in OPS},
     # all_reduce
-    "allreduce": "all_reduce",
     "allreducecoalesced": "all_reduce",
     # all_gather (list, tensor, single, coalesced forms all gather into every rank)
-    "allgather": "all_gather",
     "allgatherbase": "all_gather",
     "allgathercoalesced": "all_gather",
     "allgatherintotensor": "all_gather",
     "allgatherintotensorcoalesced": "all_gather",
     "allgathersingle": "all_gather",
     # reduce_scatter
-    "reducescatter": "reduce_scatter",
     "reducescatterbase": "reduce_scatter",
     "reducescattertensor": "reduce_scatter",
     "reducescattertensorcoalesced": "reduce_scatter",
     "reducescattersingle": "reduce_scatter",
     # all_to_all (equal splits and explicit splits are the same API op)
-    "alltoall": "all_to_all",
     "alltoallbase": "all_to_all",
     "alltoallv": "all_to_all",
     "alltoallsingle": "all_to_all",
-    # rooted
-    "broadcast": "broadcast",
+    # rooted (out-of-place forms)
     "broadcastoop": "broadcast",
-    "reduce": "reduce",
     "reduceoop": "reduce",
     # barrier (monitored_barrier's internal send/recv are part of the barrier)
-    "barrier": "barrier",
     "monitoredbarrier": "barrier",
     # point to point
-    "send": "send",
-    "recv": "recv",
     "recvanysource": "recv",
 }
 

@@ -39,6 +39,7 @@ from tracecanary.formats.vocab import OPS
 from tracecanary.param.dtypes import export_dtype
 from tracecanary.param.target import (
     DEFAULT_TARGET,
+    PARAM_COMMIT,
     UPSTREAM_REPLAYER,
     UPSTREAM_TARGET,
     UpstreamGroups,
@@ -47,7 +48,6 @@ from tracecanary.param.target import (
 )
 from tracecanary.program import Program
 
-PARAM_COMMIT = "1e115ff"
 # every plain op; a point-to-point occurrence is its send (exported as a send/recv pair)
 PARAM_OPS = frozenset(OPS) - {"recv"}
 

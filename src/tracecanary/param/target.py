@@ -33,8 +33,9 @@ from dataclasses import dataclass
 
 from tracecanary.errors import InputError
 
+PARAM_COMMIT = "1e115ff"  # the upstream PARAM commit the export format and the patches follow
 DEFAULT_TARGET = "tracecanary"
-UPSTREAM_TARGET = "param-1e115ff"
+UPSTREAM_TARGET = f"param-{PARAM_COMMIT}"
 TARGETS = (DEFAULT_TARGET, UPSTREAM_TARGET)
 UPSTREAM_REPLAYER = "train/comms/pt/commsTraceReplay.py"
 

@@ -54,7 +54,6 @@ from tracecanary.verify.behavior import (
 from tracecanary.verify.claims import BEHAVIOR_UNJUDGED, skew_obstacle
 
 BASELINE_METHODS = ("random", "frequency", "cluster", "stratified")
-DEFAULT_SEED = 20261201
 MAX_CLUSTERS = 32
 KMEANS_ITERATIONS = 20
 CANARY_ENTRY = "canary"
@@ -322,7 +321,7 @@ def compare_baselines(
     *,
     source_digest: str,
     canary_digest: str,
-    seed: int = DEFAULT_SEED,
+    seed: int,
     config_names: list[str] | None = None,
 ) -> dict:
     """The ``tracecanary.baselines/v1`` document: the canary and every sampling baseline

@@ -8,7 +8,7 @@ from tracecanary.compile.execution import finalize
 from tracecanary.verify.claims import VERIFIED
 
 
-def tolerances_sha256(tolerances) -> str:
+def tolerances_digest(tolerances) -> str:
     """SHA-256 of the canonical JSON of the tolerances' content (what a receipt names)."""
     return sha256_bytes(canonical_json_bytes(tolerances.content))
 

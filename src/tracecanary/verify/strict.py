@@ -8,7 +8,7 @@ from tracecanary.compile.canary import canary_bytes
 from tracecanary.errors import ClaimFailed
 from tracecanary.program import Program
 from tracecanary.verify.behavior import describe_failures, verify_behavior
-from tracecanary.verify.marking import mark_verified, tolerances_sha256
+from tracecanary.verify.marking import mark_verified, tolerances_digest
 
 
 class StrictVerificationFailed(ClaimFailed):
@@ -48,4 +48,4 @@ def strict_gate(source: Program, canary: dict, backends, tolerances, *, source_f
             file=source_file,
             field="strict",
         )
-    return mark_verified(canary, verification, tolerances_sha256=tolerances_sha256(tolerances))
+    return mark_verified(canary, verification, tolerances_sha256=tolerances_digest(tolerances))

@@ -1,0 +1,172 @@
+"""Reduction on real structure: each zoo workload (``tracecanary capture --workload``),
+captured live at its default length (50 steps; tp_decode: 200 decode tokens), imported,
+merged with a same-host calibration, then searched (the CLI's default budgets and
+configurations).
+
+Figures per workload: the searched canary's size against the normalized source
+(``stats.bytes_source``, the compiler's serialization of the source), target >= 10x
+smaller; its executed occurrences against the source's logical occurrences, target
+<= 20%. The canary is verified by construction (search keeps only verified
+candidates). Where a target is missed, ``blocked`` lists, per rejected candidate, the
+stage, settings, verdict and the first failing checks from the search log.
+
+``python -m bench.bench_zoo [--quick]`` prints every row and the blocked steps;
+``python -m bench --only bench_zoo`` puts the rows in the table. Captures are cached
+under ``$TRACECANARY_BENCH_DIR/zoo`` (delete to re-capture).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from bench.common import WORK, row
+
+SIZE_TARGET = 10.0
+EXECUTED_TARGET = 0.20
+BUDGETS = "0,1,2,4,8,16,32,64,256,1024,4096,16384"
+QUICK_STEPS = {"ddp": 10, "fsdp2_tp": 10, "tp_decode": 40, "pp": 10}
+
+
+def _merged(name: str, steps: int | None) -> tuple[str, float]:
+    """Capture (cached), import and merge one workload; return (merged path, capture s)."""
+    from tracecanary.canonical import write_json
+    from tracecanary.kineto import import_kineto_file
+    from tracecanary.merge import merge_captures
+    from tracecanary.trace_io import write_trace
+    from tracecanary.zoo.runner import NPROC, capture_workload
+
+    base = WORK / "zoo" / f"{name}-{steps or 'default'}"
+    capture_dir = base / "capture"
+    capture_s = 0.0
+    if not (capture_dir / "capture.json").is_file():
+        capture_dir.parent.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        capture_workload(name, capture_dir, steps=steps)
+        capture_s = time.perf_counter() - started
+    else:
+        capture_s = json.loads((capture_dir / "capture.json").read_text())["wall_s"]
+    imports = []
+    for r in range(NPROC):
+        path = base / f"import{r}.json"
+        write_trace(import_kineto_file(capture_dir / f"rank{r}.json.gz"), path)
+        imports.append(str(path))
+    calibration = base / "same-host.json"
+    write_json(
+        calibration,
+        {
+            "format": "tracecanary.calibration/v1",
+            "reference": "same host",
+            "method": "same-host",
+            "clocks": [
+                {"ranks": list(range(NPROC)), "offset_ns": 0, "drift_ppb": 0, "uncertainty_ns": 0}
+            ],
+        },
+    )
+    merged = base / "merged.jsonl.gz"
+    merged.unlink(missing_ok=True)
+    merge_captures(imports, merged, str(calibration))
+    return str(merged), capture_s
+
+
+def measure(name: str, steps: int | None) -> dict:
+    from tracecanary.load import load_program
+    from tracecanary.sim.backends import load_backends
+    from tracecanary.verify.behavior import load_tolerances
+    from tracecanary.verify.search import parse_budgets, search
+
+    merged, capture_s = _merged(name, steps)
+    program = load_program(merged)
+    backends = load_backends("config/backends.yaml")
+    started = time.perf_counter()
+    result = search(
+        program,
+        parse_budgets(BUDGETS),
+        backends,
+        load_tolerances(None),
+        source_digest="bench",
+        progress=lambda line: None,
+    )
+    search_s = time.perf_counter() - started
+    out = {
+        "workload": name,
+        "steps": steps,
+        "occurrences": int(program.n),
+        "capture_s": round(capture_s, 1),
+        "search_s": round(search_s, 1),
+        "skew_known": bool(program.skew_known),
+    }
+    blocked = [
+        {
+            "stage": e["stage"],
+            "settings": e["settings"],
+            "verdict": e.get("reason"),
+            "failed_checks": e.get("failed_checks", [])[:3],
+        }
+        for e in result.log
+        if not e.get("accepted") and not e.get("chosen")
+    ]
+    out["blocked"] = blocked
+    if result.canary is None:
+        out.update(verified=False, size_ratio=None, executed_fraction=None)
+        return out
+    stats = result.canary["stats"]
+    chosen = next(e for e in result.log if e.get("chosen"))
+    out.update(
+        verified=result.verification["claim"] == "verified",
+        canary_bytes=chosen["bytes"],
+        source_bytes=stats["bytes_source"],
+        size_ratio=round(stats["bytes_source"] / chosen["bytes"], 2),
+        executed=chosen["occurrences_executed"],
+        executed_fraction=round(chosen["occurrences_executed"] / stats["occurrences_source"], 3),
+        chosen={"stage": chosen["stage"], "settings": chosen["settings"]},
+    )
+    return out
+
+
+def run(quick: bool) -> list[dict]:
+    from tracecanary.zoo import WORKLOADS
+
+    rows = []
+    for name in WORKLOADS:
+        m = measure(name, QUICK_STEPS[name] if quick else None)
+        ratio, frac = m.get("size_ratio"), m.get("executed_fraction")
+        met = (
+            m["verified"]
+            and ratio is not None
+            and ratio >= SIZE_TARGET
+            and frac is not None
+            and frac <= EXECUTED_TARGET
+        )
+        blocked = "; ".join(
+            f"{b['stage']} {b['settings']}: {b['verdict']}"
+            + (f" ({', '.join(map(str, b['failed_checks']))})" if b["failed_checks"] else "")
+            for b in m["blocked"][:4]
+        )
+        rows.append(
+            row(
+                f"zoo {name}: searched canary, {m['occurrences']:,} occurrences",
+                ratio,
+                "x smaller than the normalized source",
+                "executed fraction",
+                frac,
+                ratio,
+                f">= {SIZE_TARGET}x and <= {EXECUTED_TARGET:.0%} executed",
+                bool(met),
+                notes=(
+                    f"verified={m['verified']}, capture {m['capture_s']} s, search "
+                    f"{m['search_s']} s" + ("" if met else f"; blocked: {blocked}")
+                )[:900],
+            )
+        )
+    return rows
+
+
+if __name__ == "__main__":
+    from tracecanary.zoo import WORKLOADS
+
+    quick = "--quick" in sys.argv
+    names = [a for a in sys.argv[1:] if a in WORKLOADS] or list(WORKLOADS)
+    for name in names:
+        print(json.dumps(measure(name, QUICK_STEPS[name] if quick else None), indent=1))
