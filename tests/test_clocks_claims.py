@@ -150,8 +150,10 @@ def test_skew_uncertainty_above_the_budget_makes_the_canary_behaviorally_unverif
     tmp_path, run_cli, uncertain_merge
 ):
     tight, loose = tmp_path / "tight.json", tmp_path / "loose.json"
-    code, _, err = run_cli("compile", uncertain_merge, "--budget", "skew=2us", "-o", tight)
+    code, stdout, err = run_cli("compile", uncertain_merge, "--budget", "skew=2us", "-o", tight)
     assert code == 0, err
+    assert "claim: behaviorally_unverified" in stdout
+    assert "claim reason: skew uncertainty 3000 ns exceeds the skew budget 2000 ns" in stdout
     doc = json.loads(tight.read_text())
     assert doc["claim"] == "behaviorally_unverified"
     assert doc["source"]["skew_uncertainty_ns"] == 3000

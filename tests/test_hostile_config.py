@@ -52,7 +52,10 @@ def _outputs(run) -> str:
 @pytest.mark.parametrize(
     ("change", "value"),
     [
-        (lambda c: c.update(physical={"source": "decode", "configs": ["../../../victim"]}), "victim"),
+        (
+            lambda c: c.update(physical={"source": "decode", "configs": ["../../../victim"]}),
+            "victim",
+        ),
         (lambda c: c.update(physical={"sweeps": [{"id": "..", "collective": "all_reduce"}]}), ".."),
         (lambda c: c["sources"][0].update(id="../victim"), "victim"),
         (lambda c: c.update(campaign=".."), ".."),
@@ -156,9 +159,7 @@ def test_regenerate_refuses_a_yte_config_even_in_a_consistently_rewritten_manife
 def test_regenerate_refuses_an_evidence_item_that_does_not_match(campaign_dir, tmp_path, run_cli):
     manifest_path = bind(campaign_dir)
     (campaign_dir / "resources" / "calibration.json").write_text("{}\n")
-    code, _, err = run_cli(
-        "manifest", "regenerate", manifest_path, "--workdir", tmp_path / "regen"
-    )
+    code, _, err = run_cli("manifest", "regenerate", manifest_path, "--workdir", tmp_path / "regen")
     assert code == 2 and "resources/calibration.json does not match the manifest" in err
 
 

@@ -59,7 +59,9 @@ def test_a_lone_surrogate_in_a_calibration_file_is_exit_2(tmp_path, run_cli):
     capture = write_doc(doc, tmp_path / "rank0.json")
     calibration = tmp_path / "calibration.json"
     calibration.write_text('{"format": "tracecanary.calibration/v1", "note": "\\udbff"}')
-    code, _, err = run_cli("merge", capture, "--calibration", calibration, "-o", tmp_path / "m.json")
+    code, _, err = run_cli(
+        "merge", capture, "--calibration", calibration, "-o", tmp_path / "m.json"
+    )
     assert code == 2 and "lone surrogate" in _one_error_line(err)
 
 

@@ -84,9 +84,7 @@ def test_verify_reports_a_non_regular_file_in_place_of_an_item_by_name_without_o
     campaign, how, what
 ):
     replace, kind = REPLACEMENTS[how]
-    rel = {"derived": DERIVED, "evidence": "resources/calibration.json", "config": CONFIG}.get(
-        what
-    )
+    rel = {"derived": DERIVED, "evidence": "resources/calibration.json", "config": CONFIG}.get(what)
     target = _store_copy(campaign, DERIVED) if what == "store copy" else campaign / rel
     target.chmod(0o644)
     replace(target)
@@ -273,3 +271,25 @@ def test_unpack_onto_a_symlinked_directory_names_the_output_not_the_archive(
     assert code == 2
     assert "corrupt" not in err and f"{tmp_path / 'link'}: field output" in err
     assert (tmp_path / "link").is_symlink() and (tmp_path / "real").is_dir()
+
+
+def test_unpack_and_regenerate_with_a_wrong_pinned_root_stop_before_anything(
+    campaign, tmp_path, run_cli
+):
+    root = json.loads((campaign / MANIFEST).read_text())["root_sha256"]
+    archive = _pack(campaign, tmp_path, run_cli)
+    wrong = "cd" * 32
+    code, _, err = run_cli(
+        "manifest", "unpack", archive, "-o", tmp_path / "u", "--expect-root", wrong
+    )
+    assert code == 1 and f"expected {wrong} (pinned), found {root}" in err
+    assert not (tmp_path / "u").exists()
+    code, _, err = run_cli(
+        "manifest", "regenerate", campaign / MANIFEST, "--workdir", tmp_path / "r",
+        "--expect-root", wrong,
+    )  # fmt: skip
+    assert code == 1 and f"found {root}" in err and not (tmp_path / "r").exists()
+    code, _, err = run_cli(
+        "manifest", "unpack", archive, "-o", tmp_path / "u", "--expect-root", root
+    )
+    assert code == 0, err

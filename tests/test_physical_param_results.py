@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from tracecanary.cli import main
+from tracecanary.formats.schemas import load_schema
 from tracecanary.param.program import load_program_dir
 from tracecanary.physical.samples import sample_program, write_program
-from tracecanary.formats.schemas import load_schema
 
 # §9's real entry, verbatim except its marker: "canary:ar0" is not a canary:<occ> join key
 FACTS_ENTRY = {

@@ -31,7 +31,7 @@ from tracecanary.canonical import (
     digest_regular_path,
     sha256_bytes,
 )
-from tracecanary.errors import InputError
+from tracecanary.errors import ClaimFailed, InputError
 from tracecanary.formats.ids import MANIFEST_FORMAT
 from tracecanary.limits import load_json
 
@@ -209,19 +209,18 @@ def check_run_inputs(
     manifest: dict, root: Path, *, file: str, expect_root: str | None = None
 ) -> None:
     """Before anything runs on a campaign someone else sent: the manifest is
-    self-consistent (and has the pinned root, if one is given), every config file,
-    evidence item and recorded provenance record under ``root`` has the digest the
-    manifest lists (InputError naming the first that does not), the effective config
+    self-consistent (and has the pinned root, if one is given: else ClaimFailed, exit 1),
+    every config file, evidence item and recorded provenance record under ``root`` has
+    the digest the manifest lists (InputError naming the first that does not), the effective config
     is valid with identifiers for path components and a store inside the campaign, and
     no config file asks for evaluation (yte)."""
     from tracecanary.campaign.config_check import check_store_inside, refuse_evaluating_config
     from tracecanary.formats.schemas import validate
 
     if expect_root is not None and manifest["root_sha256"] != expect_root:
-        raise InputError(
-            f"root_sha256 is {manifest['root_sha256']}, pinned {expect_root}",
+        raise ClaimFailed(
+            f"root_sha256: expected {expect_root} (pinned), found {manifest['root_sha256']}",
             file=file,
-            field="root_sha256",
         )
     found_root = _manifest_root(manifest)
     if found_root != manifest["root_sha256"]:

@@ -66,7 +66,7 @@ def add_rendezvous_options(parser) -> None:
 
 def topology_from_args(args):
     """The ``physical.launch.Topology`` the ``--nproc`` and rendezvous options name."""
-    from tracecanary.physical.launch import Topology  # imports torch helpers: only when run
+    from tracecanary.physical.launch import Topology  # loads torch: only when a command runs
 
     return Topology(
         nproc=args.nproc,

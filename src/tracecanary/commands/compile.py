@@ -154,6 +154,9 @@ def run(args) -> int:
     print(f"timing_mode: {canary['timing_mode']}")
     print(f"coverage: {canary['coverage']}")
     print(f"claim: {canary['claim']}")
+    if canary["claim"] == "behaviorally_unverified":
+        for reason in canary["claim_reasons"][:-1]:  # the last says only the verifier verifies
+            print(f"claim reason: {reason}")
     for key in STAT_ORDER:
         print(f"{key}: {json.dumps(canary['stats'][key])}")
     return 0

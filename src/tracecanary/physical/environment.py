@@ -51,6 +51,32 @@ def nccl_version() -> str | None:
     return ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
 
 
+def place_rank(local_rank: int, local_world_size: int) -> dict:
+    """Pin this CPU rank to one core and fix torch's intra-op threads to 1, where the OS
+    allows; the record says what was done. A rank is pinned only when the cores this
+    process may use number at least the ranks on the node (core = allowed[local_rank]);
+    with fewer cores, pinning would tie two ranks to one core while another idles, so the
+    OS schedules them and ``reason`` says so."""
+    torch.set_num_threads(1)
+    record = {"pinned": False, "cpu_affinity": [], "torch_threads": torch.get_num_threads()}
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError) as err:
+        return {**record, "reason": f"affinity not available: {err}"}
+    record["cpu_affinity"] = allowed
+    if len(allowed) < local_world_size:
+        return {
+            **record,
+            "reason": f"{local_world_size} ranks on {len(allowed)} cores: not pinned",
+        }
+    core = allowed[local_rank]
+    try:
+        os.sched_setaffinity(0, {core})
+    except OSError as err:
+        return {**record, "reason": f"sched_setaffinity refused: {err}"}
+    return {**record, "pinned": True, "cpu_affinity": [core], "reason": None}
+
+
 def rank_record(rank: int, local_rank: int, backend: str, device: torch.device) -> dict:
     """One rank's environment (called inside the worker, after device selection)."""
     if device.type == "cuda":

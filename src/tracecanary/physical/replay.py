@@ -17,10 +17,10 @@ from typing import TextIO
 
 from tracecanary.canonical import digest_path, sha256_file
 from tracecanary.errors import InputError, RunFailed
+from tracecanary.param.program import load_program_dir
 from tracecanary.physical import archive
 from tracecanary.physical.config import resolve_config
 from tracecanary.physical.launch import Topology
-from tracecanary.param.program import load_program_dir
 from tracecanary.physical.run import launch_and_archive
 from tracecanary.physical.worker import REPLAY_ROW_SCHEMA, parse_fault
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from tracecanary.physical.correctness import OpBuffers
 from tracecanary.param.dtypes import DtypeInfo
+from tracecanary.physical.correctness import OpBuffers
 
 FUSABLE_KINDS = frozenset({"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter"})
 

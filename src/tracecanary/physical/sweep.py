@@ -30,11 +30,11 @@ from typing import TextIO
 import numpy as np
 import pandas as pd
 
-from tracecanary.formats.vocab import LADDER_COLLECTIVES
 from tracecanary.errors import InputError
+from tracecanary.formats.vocab import LADDER_COLLECTIVES
+from tracecanary.param.dtypes import GLOO_UNSUPPORTED, canonical_dtype
 from tracecanary.physical import archive
 from tracecanary.physical.config import resolve_config
-from tracecanary.param.dtypes import GLOO_UNSUPPORTED, canonical_dtype
 from tracecanary.physical.launch import Topology
 from tracecanary.physical.replay import check_run_params, staging_dir
 from tracecanary.physical.run import launch_and_archive

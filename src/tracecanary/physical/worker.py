@@ -47,10 +47,10 @@ import pyarrow.parquet as pq
 import torch
 import torch.distributed as dist
 
-from tracecanary.physical import correctness, strategies
 from tracecanary.param.dtypes import PARAM_DTYPES, canonical_dtype
-from tracecanary.physical.environment import rank_record
 from tracecanary.param.program import parse_rank_file
+from tracecanary.physical import correctness, strategies
+from tracecanary.physical.environment import place_rank, rank_record
 
 KILL_EXIT_CODE = 86
 PROGRESS_PREFIX = "[tracecanary] "
@@ -138,6 +138,9 @@ class _Rank:
             self.device = torch.device("cpu")
         self.is_cuda = self.device.type == "cuda"
         self.env = rank_record(self.rank, self.local_rank, self.backend, self.device)
+        if not self.is_cuda:
+            local_world = int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size))
+            self.env["placement"] = place_rank(self.local_rank, local_world)
         self.host = self.env["host"]
         _write_json(self.stage / "env.json", self.env)
         fault = parse_fault(args.fault)

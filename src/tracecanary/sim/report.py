@@ -24,6 +24,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from tracecanary.canonical import canonical_json_bytes
+from tracecanary.clocks.status import WAYS_OUT
 from tracecanary.errors import ClaimFailed, InputError
 from tracecanary.formats.ids import REPORT_FORMAT
 from tracecanary.program import Program
@@ -84,7 +85,7 @@ def skew_statement(prep: Prepared) -> dict:
         text = (
             f"arrival skew is UNKNOWN ({prep.skew_reason or 'no reason recorded'}) and was NOT "
             "simulated: rendezvous waits are absent from these numbers; this is not a claim "
-            "that skew is zero"
+            f"that skew is zero. To simulate it: {WAYS_OUT}"
         )
     out = {"status": prep.skew_status, "statement": text}
     if prep.skew_status == "unknown":
