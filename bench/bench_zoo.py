@@ -27,6 +27,45 @@ SIZE_TARGET = 10.0
 EXECUTED_TARGET = 0.20
 BUDGETS = "0,1,2,4,8,16,32,64,256,1024,4096,16384"
 QUICK_STEPS = {"ddp": 10, "fsdp2_tp": 10, "tp_decode": 40, "pp": 10}
+Z_95 = 2.0  # about 95% two-sided, for the sample-size estimate below
+
+
+def timing_figures(program, canary: dict, tolerances: dict) -> dict:
+    """What limits reduction on this capture, as figures:
+
+    ``latency_cv``: the coefficient of variation of measured latency within each
+    signature, pooled (occurrence-weighted); ``executed_needed``: about how many
+    executed occurrences a uniform sample needs for its mean latency to land within the
+    mean tolerance at ~95% (``(Z_95 * cv / tolerance)^2``, independent samples assumed:
+    an estimate, not a guarantee); ``occurrences_needed``: the capture length at which
+    that sample is <= EXECUTED_TARGET of it. ``source_bytes_per_occurrence`` and
+    ``timing_bytes_per_occurrence`` (the canary's timing streams): their ratio bounds the
+    size ratio however long the capture, while timing stays exact."""
+    import numpy as np
+    import pandas as pd
+
+    from tracecanary.canonical import canonical_json_bytes
+
+    occ = program.occurrences
+    measured = occ["has_latency"].to_numpy(dtype=bool)
+    sig, _ = program.signature_ids()
+    lat = pd.Series(occ["latency_ns"].to_numpy(dtype=np.float64)[measured])
+    by_sig = lat.groupby(sig[measured])
+    cv_sig = (by_sig.std(ddof=0) / by_sig.mean()).fillna(0.0)
+    cv = float(np.average(cv_sig.to_numpy(), weights=by_sig.size().to_numpy())) if len(lat) else 0.0
+    rel = float(tolerances.content["latency"]["mean"]["relative"])
+    needed = int(np.ceil((Z_95 * cv / rel) ** 2))
+    timing_bytes = sum(
+        len(canonical_json_bytes(s)) for s in canary["timing"].values() if s is not None
+    )
+    n = int(program.n)
+    return {
+        "latency_cv": round(cv, 2),
+        "executed_needed": needed,
+        "occurrences_needed": int(np.ceil(needed / EXECUTED_TARGET)),
+        "source_bytes_per_occurrence": round(canary["stats"]["bytes_source"] / n, 1),
+        "timing_bytes_per_occurrence": round(timing_bytes / n, 1),
+    }
 
 
 def _merged(name: str, steps: int | None) -> tuple[str, float]:
@@ -71,6 +110,7 @@ def _merged(name: str, steps: int | None) -> tuple[str, float]:
 
 
 def measure(name: str, steps: int | None) -> dict:
+    from tracecanary.compile.repetition import repetition_profile
     from tracecanary.load import load_program
     from tracecanary.sim.backends import load_backends
     from tracecanary.verify.behavior import load_tolerances
@@ -79,12 +119,13 @@ def measure(name: str, steps: int | None) -> dict:
     merged, capture_s = _merged(name, steps)
     program = load_program(merged)
     backends = load_backends("config/backends.yaml")
+    tolerances = load_tolerances(None)
     started = time.perf_counter()
     result = search(
         program,
         parse_budgets(BUDGETS),
         backends,
-        load_tolerances(None),
+        tolerances,
         source_digest="bench",
         progress=lambda line: None,
     )
@@ -96,6 +137,7 @@ def measure(name: str, steps: int | None) -> dict:
         "capture_s": round(capture_s, 1),
         "search_s": round(search_s, 1),
         "skew_known": bool(program.skew_known),
+        "structure": repetition_profile(program).obstacle(),
     }
     blocked = [
         {
@@ -113,6 +155,7 @@ def measure(name: str, steps: int | None) -> dict:
         return out
     stats = result.canary["stats"]
     chosen = next(e for e in result.log if e.get("chosen"))
+    out.update(timing_figures(program, result.canary, tolerances))
     out.update(
         verified=result.verification["claim"] == "verified",
         canary_bytes=chosen["bytes"],
@@ -142,7 +185,13 @@ def run(quick: bool) -> list[dict]:
         blocked = "; ".join(
             f"{b['stage']} {b['settings']}: {b['verdict']}"
             + (f" ({', '.join(map(str, b['failed_checks']))})" if b["failed_checks"] else "")
-            for b in m["blocked"][:4]
+            for b in sorted(m["blocked"], key=lambda b: b["stage"] != "execution")[:3]
+        )
+        limits = (
+            f"; latency cv {m['latency_cv']}, ~{m['occurrences_needed']:,} occurrences needed for "
+            f"a <= {EXECUTED_TARGET:.0%} sample; structure: {m['structure']}"
+            if "latency_cv" in m
+            else ""
         )
         rows.append(
             row(
@@ -156,7 +205,7 @@ def run(quick: bool) -> list[dict]:
                 bool(met),
                 notes=(
                     f"verified={m['verified']}, capture {m['capture_s']} s, search "
-                    f"{m['search_s']} s" + ("" if met else f"; blocked: {blocked}")
+                    f"{m['search_s']} s" + ("" if met else f"{limits}; blocked: {blocked}")
                 )[:900],
             )
         )

@@ -279,3 +279,15 @@ def test_derived_calibration_is_the_same_bytes_twice(tmp_path, mode):
         assert main(["calibrate-clocks", *paths, "--drift", mode, "-o", str(out)]) == 0
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
+
+
+def test_auto_drift_reads_the_capture_length_on_one_clock_not_the_offsets(tmp_path):
+    # hosts 30 s apart, a capture of well under a second: offsets only
+    spec = DecodeSpec(ranks=4, ranks_per_host=2, events_per_rank=200, seed=9, **SMALL)
+    spec = DecodeSpec(**{**spec.__dict__, "host_offsets_ns": (0, 30_000_000_000)})
+    paths, truth = write_captures(tmp_path, spec)
+    derived = calibrate_captures(paths)
+    assert any(n.startswith("drift assumed zero: the capture spans 0.") for n in derived["notes"])
+    hostb = next(c for c in derived["clocks"] if c["clock"] == "hostb")
+    lo, hi = hostb["offset_interval_ns"]
+    assert lo <= -30_000_000_000 <= hi and hostb["drift_ppb"] == 0

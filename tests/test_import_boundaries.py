@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "tracecanary"
 
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundation", ["tracecanary", "errors", "json_depth", "formatting"]),
+    ("foundation", ["tracecanary", "errors", "json_depth", "formatting", "progress"]),
     ("policy and bytes", ["limits", "canonical", "figures"]),
     ("formats and shipped data", ["formats", "defaults", "parquet_io", "trace_io"]),
     ("the skew datum", ["clocks.status"]),
@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("verification and physical replay", ["verify", "physical"]),
     ("upstream PARAM on the physical launcher", ["param"]),
     ("rollout gate", ["gate"]),
-    ("campaign records", ["campaign", "doctor"]),
+    ("campaign records", ["campaign", "doctor", "diagnostics"]),
     ("commands", ["commands"]),
     ("command line", ["cli"]),
     ("in-process entry points", ["__main__", "physical.slurm_launch", "campaign.stages"]),

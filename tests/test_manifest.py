@@ -102,3 +102,28 @@ def test_reviewer_rerun_of_one_rule_gives_the_manifest_digest(campaign_copy):
     assert sha256_file(campaign_copy / target) == expected
     run = run_snakemake(campaign_copy, "-f", target)
     assert run.returncode == 0 and sha256_file(campaign_copy / target) == expected
+
+
+def test_a_real_campaign_archive_fits_the_member_cap_with_headroom(campaign, tmp_path, run_cli):
+    import tarfile
+
+    from tracecanary.limits import current_limits
+
+    archive = tmp_path / "c.tar.gz"
+    assert run_cli("manifest", "pack", campaign / MANIFEST, "-o", archive)[0] == 0
+    with tarfile.open(archive, "r:gz") as tar:
+        members = len(tar.getmembers())
+    assert 0 < members * 100 <= current_limits().max_archive_members
+
+
+def test_a_real_campaign_signed_and_pinned_verifies_and_reports_its_key(
+    campaign_copy, tmp_path, run_cli
+):
+    manifest = campaign_copy / MANIFEST
+    assert run_cli("manifest", "keygen", "-o", tmp_path / "lab.pem")[0] == 0
+    assert run_cli("manifest", "sign", manifest, "--key", tmp_path / "lab.pem")[0] == 0
+    root = json.loads(manifest.read_text())["root_sha256"]
+    code, out, _ = run_cli(
+        "manifest", "verify", manifest, "--key", tmp_path / "lab.pem.pub", "--expect-root", root
+    )
+    assert code == 0 and "signed by key " in out and f"root {root} as pinned" in out

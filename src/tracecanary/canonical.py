@@ -177,7 +177,9 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
     beside it named ``.<name>.tmp-<this host>-<pid>-*`` whose process no longer runs.
     Returns what was removed; never touches anything else."""
     prefix = f".{target.name}.tmp-{_host_tag()}-"
-    removed = []
+    removed: list[Path] = []
+    if target.parent.name.startswith(".") and ".tmp-" in target.parent.name:
+        return removed  # inside a temporary directory being filled: nothing stale there
     try:
         entries = list(os.scandir(target.parent))
     except OSError:

@@ -98,3 +98,24 @@ def located(file) -> Iterator[None]:
             err.file = str(file)
             err.args = (err.one_line(),)
         raise
+
+
+def not_a_file_reason(path) -> str:
+    """Why ``path`` cannot be read as a file, for an ``InputError`` naming it: it is a
+    directory, it is something else (a device, a socket), or it does not exist."""
+    import os
+
+    if os.path.isdir(path):
+        return "is a directory, not a file: give a file inside it"
+    if os.path.lexists(path):
+        return "not a regular file"
+    return "no such file"
+
+
+def require_file(path, *, field: str | None = None) -> None:
+    """Raise ``InputError`` (exit 2) naming ``path`` unless it is a regular file (after
+    symlinks), with ``not_a_file_reason``'s words."""
+    import os
+
+    if not os.path.isfile(path):
+        raise InputError(not_a_file_reason(path), file=str(path), field=field)

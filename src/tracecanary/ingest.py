@@ -44,6 +44,7 @@ import pyarrow.parquet as pq
 
 from tracecanary.canonical import atomic_output, sha256_file, write_json
 from tracecanary.clocks.status import decide_skew
+from tracecanary.columnar_capture import is_columnar, open_columnar
 from tracecanary.errors import InputError, ResourceLimitExceeded, SchemaError, TimingError
 from tracecanary.formats.ids import NORMALIZED_FORMAT
 from tracecanary.formats.trace import (
@@ -182,6 +183,9 @@ class _Source:
 
 
 def _open_source(path: str, limits: Limits, *, hash_input: bool = True) -> _Source:
+    if is_columnar(path):  # Parquet / Arrow IPC: hashed whole (``digest`` None)
+        header, batches = open_columnar(path, limits)
+        return _Source(path, header, batches)
     if is_jsonl(path):
         digest = _StreamDigest() if hash_input else None
         stream = open_input(path, limits, digest=digest)
@@ -746,6 +750,13 @@ def _ingest_sources(sources: list[_Source], out: Path, limits: Limits) -> Ingest
             writer.abandon()
             raise
         writer.close()
+        if state.events == 0:  # nothing to compile, replay or verify: say so here
+            raise InputError(
+                "no collectives found: the trace has no events; capture the part of the run "
+                "that communicates",
+                file=file0,
+                field="events",
+            )
         timing = _timing_semantics(state)
         source_digests = [{"path": Path(s.path).name, "sha256": s.sha256()} for s in sources]
         parquet_sha = sha256_file(tmp)

@@ -34,6 +34,7 @@ from tracecanary.canonical import (
 from tracecanary.errors import ClaimFailed, InputError
 from tracecanary.formats.ids import MANIFEST_FORMAT
 from tracecanary.limits import load_json
+from tracecanary.progress import progress
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -146,11 +147,13 @@ def verify_manifest(
     if root_digest != manifest["root_sha256"]:
         problems.append(Mismatch("manifest root_sha256", manifest["root_sha256"], root_digest))
     matched: set[str] = set()
-    for item in (
+    for item in progress(
         manifest["config"]["files"]
         + manifest["evidence"]
         + manifest["derived"]
-        + manifest["provenance"]
+        + manifest["provenance"],
+        desc="verify",
+        unit="file",
     ):
         found = _digest_or_missing(root / item["path"])
         if found != item["sha256"]:
@@ -282,6 +285,22 @@ class RegenerationRow:
     detail: str
 
 
+def _run_with_progress(cmd: list[str], cwd: Path, outputs: list[Path]):
+    """``subprocess.run(cmd, capture_output=True, text=True)``, with a progress bar (on a
+    terminal) counting the ``outputs`` that exist so far."""
+    with progress(total=len(outputs), desc="regenerate", unit="output") as bar:
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        while True:
+            try:
+                out, err = proc.communicate(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                bar.update(sum(p.exists() for p in outputs) - bar.n)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def regenerate(
     manifest_path: str | os.PathLike,
     workdir: str | os.PathLike,
@@ -336,7 +355,7 @@ def regenerate(
         "mtime",
         "--quiet",
     ]
-    run = subprocess.run(cmd, cwd=target, capture_output=True, text=True)
+    run = _run_with_progress(cmd, target, [target / item["path"] for item in manifest["derived"]])
     rows = []
     for item in manifest["derived"]:
         path = target / item["path"]
@@ -435,7 +454,7 @@ def pack(manifest_path: str | os.PathLike, output: str | os.PathLike) -> int:
         ):
             with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
                 for name, path in sorted(files):
-                    if not path.is_file():
+                    if path.is_symlink() or not path.is_file():  # never a FIFO, device, link
                         raise InputError("not a regular file", file=str(path))
                     with open(path, "rb") as fh:  # streamed: evidence may be large
                         info = tarfile.TarInfo(name)

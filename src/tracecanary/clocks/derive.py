@@ -70,11 +70,16 @@ def _refusal(cs: ConstraintSet, frame: pd.DataFrame, cycle: list[tuple[int, int]
     """ClockError naming the events (and ranks) of a contradiction."""
     issue = frame["issue_ns"].to_numpy(dtype=np.int64)
     latency = frame["latency_ns"].to_numpy(dtype=np.float64, na_value=np.nan)
+    if "arrival_ns" in frame:  # an end is arrival + latency, as the constraints read it
+        arrival = frame["arrival_ns"].to_numpy(dtype=np.float64, na_value=np.nan)
+        entered = np.where(np.isnan(arrival), issue, arrival)
+    else:
+        entered = issue
     parts = []
     for a, b in cycle[:4]:
         i, j = int(cs.later_row[a, b]), int(cs.earlier_row[a, b])
         parts.append(
-            f"{describe_event(frame, i)} ends at {int(issue[i] + latency[i])} ns on clock "
+            f"{describe_event(frame, i)} ends at {int(entered[i] + latency[i])} ns on clock "
             f"{cs.domains[a]!r}, {describe_event(frame, j)} starts at {int(issue[j])} ns on "
             f"clock {cs.domains[b]!r}"
         )
@@ -163,8 +168,10 @@ def derive_calibration(
             file=file,
             field="reference",
         )
-    span_guess = int(frame["issue_ns"].max() - frame["issue_ns"].min()) if len(frame) else 0
-    fit_drift = drift == "fit" or (drift == "auto" and span_guess >= DRIFT_MIN_SPAN_NS)
+    # the capture's length on one clock (offsets between clocks are no length)
+    per_rank = frame.groupby("rank")["issue_ns"].agg(["min", "max"])
+    span_ns = int((per_rank["max"] - per_rank["min"]).max()) if len(frame) else 0
+    fit_drift = drift == "fit" or (drift == "auto" and span_ns >= DRIFT_MIN_SPAN_NS)
     cs = collect_constraints(frame, clocks, bins=DRIFT_BINS if fit_drift else 0)
     ref = cs.domains.index(reference)
     if cs.events_without_end == cs.events - cs.events_custom and len(domains) > 1:
@@ -207,9 +214,8 @@ def derive_calibration(
             f"time bin ({DRIFT_BINS} bins); uncertainty_ns covers the whole span"
         )
     else:
-        span_s = (cs.span_ns[1] - cs.span_ns[0]) / 1e9
         notes.append(
-            f"drift assumed zero: the capture spans {span_s:.3f} s "
+            f"drift assumed zero: the capture spans {span_ns / 1e9:.3f} s "
             f"(drift is fitted from {DRIFT_MIN_SPAN_NS / 1e9:.0f} s, or with --drift fit)"
         )
     entries, unknown = [], []

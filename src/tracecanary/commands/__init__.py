@@ -1,4 +1,7 @@
-"""One module per CLI stage; each defines ``register(subparsers)`` (see tracecanary.cli)."""
+"""One module per CLI stage; each defines ``register(subparsers)`` (see tracecanary.cli).
+The ``add_*_option`` helpers write each shared option once."""
+
+import argparse
 
 
 def add_force_option(parser) -> None:
@@ -74,4 +77,39 @@ def topology_from_args(args):
         node_rank=args.node_rank,
         rdzv_endpoint=args.rdzv_endpoint,
         rdzv_id=args.rdzv_id,
+    )
+
+
+class _QuietAction(argparse.Action):
+    """``--quiet`` takes effect when parsed (``progress.set_quiet``), so no command has
+    to pass it on to the library code that draws progress."""
+
+    def __init__(self, option_strings, dest, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from tracecanary.progress import set_quiet
+
+        set_quiet(True)
+        setattr(namespace, self.dest, True)
+
+
+def add_quiet_option(parser) -> None:
+    """``--quiet``: no progress bars (they are shown only when stderr is a terminal)."""
+    parser.add_argument(
+        "--quiet",
+        action=_QuietAction,
+        help="no progress bars (shown only when stderr is a terminal; default: shown there)",
+    )
+
+
+def add_diagnostics_option(parser) -> None:
+    """``--diagnostics-json PATH``: the failed checks, their numbers and the fix
+    (``tracecanary.diagnostics``), written on exit 0 and on exit 1, never on exit 2."""
+    parser.add_argument(
+        "--diagnostics-json",
+        metavar="PATH",
+        default=None,
+        help="also write the failed checks, their numbers and the fix here "
+        "(tracecanary.diagnostics/v1; written on exit 0 and 1; default: not written)",
     )

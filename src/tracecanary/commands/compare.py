@@ -4,6 +4,8 @@ the rollout gate (exit 1 when a threshold trips)."""
 
 from __future__ import annotations
 
+from tracecanary.commands import add_diagnostics_option
+
 
 def register(sub) -> None:
     from tracecanary.gate.compare import DEFAULT_THRESHOLDS, DEFAULT_WARN_FRACTION
@@ -58,13 +60,22 @@ def register(sub) -> None:
         metavar="verdict.md",
         help="also write the verdict as Markdown here (default: not written)",
     )
+    add_diagnostics_option(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from tracecanary.diagnostics import diagnostics_to
+
+    with diagnostics_to(args.diagnostics_json, "compare") as diagnostics:
+        return _run(args, diagnostics)
+
+
+def _run(args, diagnostics) -> int:
     import contextlib
 
     from tracecanary.canonical import atomic_output, canonical_json_bytes, sha256_bytes, sha256_file
+    from tracecanary.diagnostics import FIX_GATE, failed_check
     from tracecanary.gate.compare import compare_reports, parse_thresholds, verdict_markdown
     from tracecanary.gate.reports import load_report
 
@@ -95,4 +106,21 @@ def run(args) -> int:
             f"tripped: {t['baseline_config']} -> {t['candidate_config']} {t['metric']} {rel} (threshold {t['threshold']})"
         )
     print(f"verdict: {verdict['verdict']} -> {args.output} sha256:{sha256_bytes(data)}")
-    return 1 if verdict["verdict"] == "fail" else 0
+    if verdict["verdict"] != "fail":
+        return 0
+    print(f"fix: {FIX_GATE}")
+    diagnostics.fail(
+        [
+            failed_check(
+                t["metric"],
+                f"{t['baseline_config']} -> {t['candidate_config']} {t['metric']} regressed",
+                config=t["candidate_config"],
+                observed={"relative": t["relative"], "delta_ns": t["delta_ns"]},
+                limit=t["threshold"],
+                fix=FIX_GATE,
+            )
+            for t in verdict["tripped"]
+        ],
+        f"verdict fail: {len(verdict['tripped'])} threshold(s) tripped",
+    )
+    return diagnostics.exit_code

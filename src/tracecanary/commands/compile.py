@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from tracecanary.commands import add_diagnostics_option, add_quiet_option
 from tracecanary.errors import InputError
 
 STAT_ORDER = (
@@ -89,6 +90,8 @@ def register(sub) -> None:
         metavar="CANARY.json",
         help="where to write the canary (tracecanary.canary/v1)",
     )
+    add_diagnostics_option(p)
+    add_quiet_option(p)
     p.set_defaults(func=run)
 
 
@@ -104,6 +107,18 @@ def _overrides(path: str | None) -> dict:
 
 
 def run(args) -> int:
+    from tracecanary.diagnostics import diagnostics_to
+
+    if args.diagnostics_json and not args.strict:
+        raise InputError(
+            "--diagnostics-json is only used with --strict (the only claim compile checks)",
+            field="diagnostics_json",
+        )
+    with diagnostics_to(args.diagnostics_json, "compile") as diagnostics:
+        return _run(args, diagnostics)
+
+
+def _run(args, diagnostics) -> int:
     from tracecanary.canonical import write_json
     from tracecanary.compile import compile_program, parse_budget
     from tracecanary.load import load_program
@@ -147,7 +162,7 @@ def run(args) -> int:
         except StrictVerificationFailed as refusal:
             for line in refusal.failures:
                 print(line, file=sys.stderr)
-            raise
+            raise _with_cause(refusal, diagnostics) from None
     digest = write_json(args.output, canary)
     print(f"canary: {Path(args.output)}")
     print(f"sha256: {digest}")
@@ -160,3 +175,25 @@ def run(args) -> int:
     for key in STAT_ORDER:
         print(f"{key}: {json.dumps(canary['stats'][key])}")
     return 0
+
+
+def _with_cause(refusal, diagnostics):
+    """The --strict refusal with its cause and fix (``diagnostics.verification_cause``;
+    a skew obstacle's own message already names both), its checks recorded."""
+    from tracecanary.diagnostics import verification_cause, verification_checks
+
+    doc = refusal.verification
+    if doc is None:
+        return refusal
+    message = refusal.message
+    if not doc["source"].get("skew_obstacle"):
+        message = f"{message}; {verification_cause(doc)}"
+    diagnostics.fail(verification_checks(doc), message)
+    return type(refusal)(
+        message,
+        failures=refusal.failures,
+        verification=doc,
+        file=refusal.file,
+        record=refusal.record,
+        field=refusal.field,
+    )

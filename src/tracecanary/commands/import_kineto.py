@@ -1,4 +1,4 @@
-"""``tracecanary import-kineto TRACE.json[.gz]... -o OUT [--rank R]``.
+"""``tracecanary import-kineto TRACE.json[.gz]... -o OUT [--rank R] [--world-size N]``.
 
 One input: OUT is a native trace file (``.json``, ``.jsonl``, optionally ``.gz``).
 Several inputs: OUT is a directory holding ``rank<r>.json`` per rank. Each input is one
@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 
 from tracecanary.canonical import atomic_output
-from tracecanary.commands import add_force_option
-from tracecanary.errors import ImportRefused, InputError
+from tracecanary.commands import add_force_option, add_quiet_option
+from tracecanary.errors import ImportRefused, InputError, not_a_file_reason
 
 
 def register(sub) -> None:
@@ -44,6 +44,15 @@ def register(sub) -> None:
         default=None,
         help="the rank of a single input whose trace lacks distributedInfo.rank (default: read from the trace)",
     )
+    p.add_argument(
+        "--world-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the world size of traces that lack distributedInfo.world_size; refused when "
+        "a trace states another (default: read from the trace)",
+    )
+    add_quiet_option(p)
     p.set_defaults(func=run)
 
 
@@ -54,14 +63,16 @@ def run(args) -> int:
     paths = [str(p) for p in args.traces]
     for path in paths:
         if not Path(path).is_file():
-            raise InputError("no such file", file=path)
+            raise InputError(not_a_file_reason(path), file=path)
     if args.rank is not None and len(paths) > 1:
         raise InputError("--rank applies to a single input only", field="rank")
     if args.rank is not None and args.rank < 0:
         raise InputError(f"--rank must be >= 0, got {args.rank}", field="rank")
     if args.jobs is not None and args.jobs < 1:
         raise InputError(f"--jobs must be >= 1, got {args.jobs}", field="jobs")
-    docs = import_kineto_files(paths, rank=args.rank, jobs=args.jobs)
+    if args.world_size is not None and args.world_size < 1:
+        raise InputError(f"--world-size must be >= 1, got {args.world_size}", field="world_size")
+    docs = import_kineto_files(paths, rank=args.rank, jobs=args.jobs, world_size=args.world_size)
     out = Path(args.output)
     if len(docs) == 1:
         write_trace(docs[0], out)

@@ -8,7 +8,8 @@ import sys
 def register(sub) -> None:
     p = sub.add_parser(
         "ingest",
-        help="validate native traces (JSON, JSON Lines, .gz) and normalize them to Parquet",
+        help="validate native traces (JSON, JSON Lines, .gz, columnar Parquet/Arrow IPC captures) "
+        "and normalize them to Parquet",
     )
     p.add_argument(
         "inputs", nargs="+", metavar="IN", help="tracecanary.trace/v1 files of one trace"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from tracecanary.commands import add_quiet_option
+
 EXPECT_ROOT_HELP = (
     "the root digest published with the campaign; any other root is exit 1 (default: not pinned)"
 )
@@ -37,6 +39,7 @@ def register(sub) -> None:
         metavar="ENVELOPE",
         help="DSSE envelope, used with --key (default: MANIFEST.dsse.json)",
     )
+    add_quiet_option(v)
     v.set_defaults(func=run_verify)
     r = act.add_parser(
         "regenerate",
@@ -53,6 +56,7 @@ def register(sub) -> None:
     )
     r.add_argument("--cores", type=int, default=2, help="Snakemake cores (default: %(default)s)")
     r.add_argument("--expect-root", metavar="DIGEST", help=EXPECT_ROOT_HELP)
+    add_quiet_option(r)
     r.set_defaults(func=run_regenerate)
     k = act.add_parser("pack", help="one portable tar.gz of manifest + config + evidence")
     k.add_argument("manifest", metavar="MANIFEST", help=MANIFEST_HELP)

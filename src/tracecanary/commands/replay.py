@@ -1,12 +1,16 @@
 """``tracecanary replay INPUT --backends B [--config NAME...] [--ablate A...] [--isolated]
--o REPORT.json``: replay a trace or canary in the deterministic scheduler simulator."""
+-o REPORT.json``: replay a trace or canary in the deterministic scheduler simulator.
+
+``B`` may be the shipped example (invented NVLink parameters) or a file written by
+``tracecanary calibrate-backends`` from ladders measured on your machine; an op a measured
+configuration has no evidence for is refused by name (exit 2)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from tracecanary.commands import add_backends_option
+from tracecanary.commands import add_backends_option, add_quiet_option
 from tracecanary.sim.ranking import DEFAULT_TIE_TOLERANCE
 
 
@@ -50,6 +54,7 @@ def register(sub) -> None:
         metavar="REPORT.json",
         help="replay report (tracecanary.report/v1)",
     )
+    add_quiet_option(p)
     p.set_defaults(func=run)
 
 
@@ -79,22 +84,24 @@ def summary_table(report: dict) -> str:
             row += f" {block['isolated']['score_ns'] / 1e6:>12.3f}"
         lines.append(row)
     rk = report["rankings"]
-    lines.append("# workload ranking (mean): " + " < ".join(rk["metrics"]["mean"]["order"]))
+    from tracecanary.sim.ranking import ranking_text  # ties printed as ties, as in the JSON
+
+    lines.append("# workload ranking (mean): " + ranking_text(rk["metrics"]["mean"]))
     if "isolated" in rk:
-        lines.append("# isolated ranking:        " + " < ".join(rk["isolated"]["order"]))
+        lines.append("# isolated ranking:        " + ranking_text(rk["isolated"]))
     return "\n".join(lines)
 
 
 def run(args) -> int:
     from tracecanary.canonical import sha256_file, write_json
-    from tracecanary.errors import InputError
+    from tracecanary.errors import InputError, not_a_file_reason
     from tracecanary.load import load_program
     from tracecanary.sim.backends import load_backends
     from tracecanary.sim.engine import normalize_ablations
     from tracecanary.sim.report import build_report
 
     if not Path(args.input).is_file():
-        raise InputError("no such file", file=args.input)
+        raise InputError(not_a_file_reason(args.input), file=args.input)
     ablations = normalize_ablations(args.ablate)
     backends = load_backends(args.backends)
     backends.select(args.config, file=args.backends or "backends.yaml (shipped default)")

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import sys
 
-from tracecanary.commands import add_force_option, add_rendezvous_options, topology_from_args
+from tracecanary.commands import (
+    add_diagnostics_option,
+    add_force_option,
+    add_quiet_option,
+    add_rendezvous_options,
+    topology_from_args,
+)
 
 
 def register(sub) -> None:
@@ -54,28 +60,46 @@ def register(sub) -> None:
         metavar="SPEC",
         help="TEST AID: kill-rank=R | hang-rank=R | corrupt-rank=R, recorded in attempt.json (default: none)",
     )
+    add_diagnostics_option(p)
+    add_quiet_option(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from tracecanary.diagnostics import diagnostics_to
+
+    with diagnostics_to(args.diagnostics_json, "replay-physical") as diagnostics:
+        return _run(args, diagnostics)
+
+
+def _run(args, diagnostics) -> int:
+    from tracecanary.diagnostics import FIX_PHYSICAL, failed_check
+    from tracecanary.errors import RunFailed
     from tracecanary.physical.config import default_configs_path
     from tracecanary.physical.replay import replay_physical
 
     topology = topology_from_args(args)
-    doc = replay_physical(
-        args.program,
-        args.output,
-        backend=args.backend,
-        topology=topology,
-        warmup=args.warmup,
-        iters=args.iters,
-        use_timestamps=args.use_timestamps,
-        configs_path=args.physical_configs or default_configs_path(),
-        config_name=args.physical_config,
-        timeout_s=args.timeout,
-        fault=args.fault,
-        progress=sys.stderr,
-    )
+    try:
+        doc = replay_physical(
+            args.program,
+            args.output,
+            backend=args.backend,
+            topology=topology,
+            warmup=args.warmup,
+            iters=args.iters,
+            use_timestamps=args.use_timestamps,
+            configs_path=args.physical_configs or default_configs_path(),
+            config_name=args.physical_config,
+            timeout_s=args.timeout,
+            fault=args.fault,
+            progress=None if args.quiet else sys.stderr,
+        )
+    except RunFailed as err:  # the attempt archive is kept; the diagnostics say why
+        diagnostics.fail(
+            [failed_check("physical_attempt", err.message, fix=FIX_PHYSICAL)],
+            f"{err.one_line()}; fix: {FIX_PHYSICAL}",
+        )
+        raise
     if doc is not None:
         print(
             f"{args.output}: {doc['status']}, {doc['rows']} rows, "

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from tracecanary.commands import add_backends_option, add_configs_option, add_tolerances_option
+from tracecanary.commands import (
+    add_backends_option,
+    add_configs_option,
+    add_diagnostics_option,
+    add_quiet_option,
+    add_tolerances_option,
+)
 
 
 def register(sub) -> None:
@@ -38,13 +44,24 @@ def register(sub) -> None:
         metavar="VERIFICATION.json",
         help="also write the chosen canary's verification here (default: not written)",
     )
+    add_diagnostics_option(p)
+    add_quiet_option(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from tracecanary.diagnostics import diagnostics_to
+
+    with diagnostics_to(args.diagnostics_json, "search") as diagnostics:
+        return _run(args, diagnostics)
+
+
+def _run(args, diagnostics) -> int:
     from tracecanary.canonical import sha256_file, write_json
+    from tracecanary.diagnostics import search_cause, search_log_checks, skew_check
     from tracecanary.errors import ClaimFailed, located
     from tracecanary.load import load_program
+    from tracecanary.progress import note, progress
     from tracecanary.sim.backends import load_backends
     from tracecanary.verify.behavior import load_tolerances
     from tracecanary.verify.marking import mark_verified, tolerances_digest
@@ -56,22 +73,34 @@ def run(args) -> int:
     with located(args.trace):
         program = load_program(args.trace, executed=False)
     digest = sha256_file(args.trace)
-    result = search(
-        program, budgets, backends, tolerances, source_digest=digest, config_names=args.config
-    )
+    with progress(desc="search", unit="candidate") as bar:
+
+        def candidate_done(line: str) -> None:
+            bar.update(1)
+            note(line)
+
+        result = search(
+            program,
+            budgets,
+            backends,
+            tolerances,
+            source_digest=digest,
+            config_names=args.config,
+            progress=candidate_done,
+        )
     log = search_log_document(result, source_digest=digest, budgets_ns=budgets)
     if result.canary is None:
         write_json(args.log, log)
-        cause = (
-            f"; behavior not judged on some candidates: {result.skew_obstacle}"
-            if result.skew_obstacle
-            else ""
+        cause = search_cause(log, result.skew_obstacle)
+        message = (
+            f"no candidate passed verification ({len(log['candidates'])} tried; see {args.log}); "
+            f"{cause}"
         )
-        raise ClaimFailed(
-            f"no candidate passed verification ({len(log['candidates'])} tried; see {args.log})"
-            f"{cause}",
-            file=args.trace,
-        )
+        checks = search_log_checks(log)
+        if result.skew_obstacle:
+            checks.insert(0, skew_check(result.skew_obstacle))
+        diagnostics.fail(checks, message)
+        raise ClaimFailed(message, file=args.trace)
     canary = mark_verified(
         result.canary, result.verification, tolerances_sha256=tolerances_digest(tolerances)
     )

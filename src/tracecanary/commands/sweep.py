@@ -11,7 +11,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tracecanary.commands import add_force_option, add_rendezvous_options, topology_from_args
+from tracecanary.commands import (
+    add_force_option,
+    add_quiet_option,
+    add_rendezvous_options,
+    topology_from_args,
+)
 from tracecanary.errors import RunFailed
 from tracecanary.formats.vocab import LADDER_COLLECTIVES as COLLECTIVES
 
@@ -61,6 +66,7 @@ def register(sub) -> None:
         "-o", "--output", required=True, metavar="LADDER", help="ladder archive directory"
     )
     add_force_option(p)
+    add_quiet_option(p)
     p.set_defaults(func=run)
 
 
@@ -89,7 +95,7 @@ def run(args) -> int:
         config_name=args.physical_config,
         timeout_s=args.timeout,
         fault=args.fault,
-        progress=sys.stderr,
+        progress=None if args.quiet else sys.stderr,
     )
     if doc is None:
         return 0

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from tracecanary.commands import add_backends_option, add_configs_option, add_tolerances_option
+from tracecanary.commands import (
+    add_backends_option,
+    add_configs_option,
+    add_diagnostics_option,
+    add_quiet_option,
+    add_tolerances_option,
+)
 
 
 def register(sub) -> None:
@@ -26,12 +32,22 @@ def register(sub) -> None:
         metavar="VERIFICATION.json",
         help="the verification (tracecanary.verification/v1)",
     )
+    add_diagnostics_option(p)
+    add_quiet_option(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from tracecanary.diagnostics import diagnostics_to
+
+    with diagnostics_to(args.diagnostics_json, "verify-behavior") as diagnostics:
+        return _run(args, diagnostics)
+
+
+def _run(args, diagnostics) -> int:
     from tracecanary.canonical import sha256_file, write_json
     from tracecanary.compile.document import load_canary
+    from tracecanary.diagnostics import verification_cause, verification_checks
     from tracecanary.errors import located
     from tracecanary.load import load_program
     from tracecanary.sim.backends import load_backends
@@ -53,6 +69,12 @@ def run(args) -> int:
             config_names=args.config,
         )
     write_json(args.output, doc)
+    verified = doc["claim"] == "verified"
     for line in describe_failures(doc):
-        print(line, file=sys.stderr if doc["claim"] != "verified" else sys.stdout)
-    return 0 if doc["claim"] == "verified" else 1
+        print(line, file=sys.stdout if verified else sys.stderr)
+    if verified:
+        return 0
+    cause = verification_cause(doc)
+    print(f"cause and fix: {cause}", file=sys.stderr)
+    diagnostics.fail(verification_checks(doc), f"claim {doc['claim']}: {cause}")
+    return diagnostics.exit_code

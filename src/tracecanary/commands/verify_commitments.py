@@ -5,6 +5,8 @@ segment."""
 
 from __future__ import annotations
 
+from tracecanary.commands import add_diagnostics_option
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -14,13 +16,22 @@ def register(sub) -> None:
     )
     p.add_argument("source", metavar="SOURCE", help="the source trace / normalized table")
     p.add_argument("canary", metavar="CANARY", help="canary JSON (tracecanary.canary/v1)")
+    add_diagnostics_option(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from tracecanary.diagnostics import diagnostics_to
+
+    with diagnostics_to(args.diagnostics_json, "verify-commitments") as diagnostics:
+        return _run(args, diagnostics)
+
+
+def _run(args, diagnostics) -> int:
     import json
 
     from tracecanary.compile.document import load_canary
+    from tracecanary.diagnostics import FIX_COMMITMENTS, failed_check
     from tracecanary.errors import ClaimFailed
     from tracecanary.load import load_program
     from tracecanary.verify.commitments import verify_commitments
@@ -43,7 +54,20 @@ def run(args) -> int:
         print(
             f"mismatch: {m['segment']}: expected {json.dumps(m['expected'])} found {json.dumps(m['found'])}"
         )
-    raise ClaimFailed(
-        f"{len(mismatches)} mismatch(es); first: {mismatches[0]['segment']}",
-        file=args.canary,
+    message = (
+        f"{len(mismatches)} mismatch(es); first: {mismatches[0]['segment']}; fix: {FIX_COMMITMENTS}"
     )
+    diagnostics.fail(
+        [
+            failed_check(
+                m["segment"],
+                f"{m['segment']}: recomputed value differs from the canary's",
+                observed=m["found"],
+                expected=m["expected"],
+                fix=FIX_COMMITMENTS,
+            )
+            for m in mismatches
+        ],
+        message,
+    )
+    raise ClaimFailed(message, file=args.canary)

@@ -4,6 +4,8 @@ differing field)."""
 
 from __future__ import annotations
 
+from tracecanary.commands import add_diagnostics_option, add_quiet_option
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -25,21 +27,31 @@ def register(sub) -> None:
         metavar="B",
         help="check that these backends are the ones the report embeds (default: not checked)",
     )
+    add_diagnostics_option(p)
+    add_quiet_option(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from tracecanary.diagnostics import diagnostics_to
+
+    with diagnostics_to(args.diagnostics_json, "verify-report") as diagnostics:
+        return _run(args, diagnostics)
+
+
+def _run(args, diagnostics) -> int:
     from pathlib import Path
 
     from tracecanary.canonical import sha256_file
-    from tracecanary.errors import InputError, TraceCanaryError
+    from tracecanary.diagnostics import FIX_REPORT, failed_check
+    from tracecanary.errors import ClaimFailed, InputError, TraceCanaryError, not_a_file_reason
     from tracecanary.limits import load_json
     from tracecanary.load import load_program
     from tracecanary.sim.backends import load_backends
     from tracecanary.sim.report import verify_report
 
     if not Path(args.input).is_file():
-        raise InputError("no such file", file=args.input)
+        raise InputError(not_a_file_reason(args.input), file=args.input)
     report = load_json(args.report)
     backends = load_backends(args.backends) if args.backends else None
     try:
@@ -47,9 +59,15 @@ def run(args) -> int:
         program = load_program(args.input)
         summary = verify_report(report, program, backends=backends, input_sha256=input_sha)
     except TraceCanaryError as err:
-        if err.file is None:
-            err = type(err)(err.message, file=args.report, record=err.record, field=err.field)
-        raise err from None
+        message = err.message
+        if isinstance(err, ClaimFailed):
+            message = f"{message}; fix: {FIX_REPORT}"
+            diagnostics.fail(
+                [failed_check(err.field or "report", err.message, fix=FIX_REPORT)], message
+            )
+        raise type(err)(
+            message, file=err.file or args.report, record=err.record, field=err.field
+        ) from None
     print(
         f"report verified: {len(summary['configs'])} configuration(s) and every field recomputed "
         f"bit for bit from {args.input}"

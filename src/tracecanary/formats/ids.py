@@ -27,6 +27,7 @@ SEARCH_LOG_FORMAT = "tracecanary.search-log/v1"
 REPORT_FORMAT = "tracecanary.report/v1"
 VERDICT_FORMAT = "tracecanary.verdict/v1"
 BASELINES_FORMAT = "tracecanary.baselines/v1"
+DIAGNOSTICS_FORMAT = "tracecanary.diagnostics/v1"  # --diagnostics-json
 
 # configuration files
 BACKENDS_FORMAT = "tracecanary.backends/v1"
@@ -54,6 +55,7 @@ FORMAT_SCHEMAS: dict[str, str] = {
     REPORT_FORMAT: "report",
     VERDICT_FORMAT: "verdict",
     BASELINES_FORMAT: "baselines",
+    DIAGNOSTICS_FORMAT: "diagnostics",
     BACKENDS_FORMAT: "backends",
     PHYSICAL_CONFIG_FORMAT: "physical",
     PARAM_EXPORT_FORMAT: "param-export",

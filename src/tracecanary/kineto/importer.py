@@ -61,7 +61,11 @@ ROOTED = ("broadcast", "reduce")
 
 
 def import_kineto_file(
-    path: str | os.PathLike, *, rank: int | None = None, limits: Limits | None = None
+    path: str | os.PathLike,
+    *,
+    rank: int | None = None,
+    world_size: int | None = None,
+    limits: Limits | None = None,
 ) -> dict:
     """Load and convert one Kineto trace file (see module docstring)."""
     # the parsed document holds millions of containers and no cycles; it dies when this
@@ -71,7 +75,12 @@ def import_kineto_file(
     try:
         doc = load_kineto(path, limits)
         return convert(
-            doc, file=str(path), rank=rank, input_sha256=sha256_file(path), limits=limits
+            doc,
+            file=str(path),
+            rank=rank,
+            world_size=world_size,
+            input_sha256=sha256_file(path),
+            limits=limits,
         )
     finally:
         if collecting:
@@ -136,15 +145,27 @@ def convert(
     *,
     file: str,
     rank: int | None = None,
+    world_size: int | None = None,
     input_sha256: str | None = None,
     limits: Limits | None = None,
 ) -> dict:
-    """Convert a parsed Kineto document (from ``load_kineto``) to a trace document."""
+    """Convert a parsed Kineto document (from ``load_kineto``) to a trace document.
+    ``rank`` / ``world_size`` (``--rank`` / ``--world-size``) stand in for an absent
+    ``distributedInfo.rank`` / ``world_size`` and are refused when they contradict it.
+    A trace with no collective at all is refused first ("no collectives found")."""
     dist = doc.get("distributedInfo")
     if dist is None:
         dist = {}
     if not isinstance(dist, dict):
         raise ImportRefused("distributedInfo is not an object", file=file, field="distributedInfo")
+    x = extract(doc["traceEvents"], file)
+    if not x.calls:
+        raise ImportRefused(
+            "no collectives found: no torch.distributed collective or send/recv in the trace; "
+            "profile the part of the run that communicates (after init_process_group)",
+            file=file,
+            field="traceEvents",
+        )
     trace_rank = _int_or_none(dist.get("rank")) if not isinstance(dist.get("rank"), str) else None
     if rank is not None and trace_rank is not None and rank != trace_rank:
         raise ImportRefused(
@@ -160,9 +181,18 @@ def convert(
             field="distributedInfo.rank",
         )
     world = dist.get("world_size")
+    if world is None and world_size is not None:
+        world = world_size
+    elif world_size is not None and world != world_size:
+        raise ImportRefused(
+            f"--world-size {world_size} contradicts distributedInfo.world_size {world!r}",
+            file=file,
+            field="distributedInfo.world_size",
+        )
     if isinstance(world, bool) or not isinstance(world, int) or world < 1:
         raise ImportRefused(
-            "world size unknown: distributedInfo.world_size is absent or not a positive integer",
+            "world size unknown: distributedInfo.world_size is absent or not a positive "
+            "integer; pass --world-size",
             file=file,
             field="distributedInfo.world_size",
         )
@@ -180,7 +210,6 @@ def convert(
     groups = pg_config_groups(dist, world, file)
     has_pg_config = "pg_config" in dist
 
-    x = extract(doc["traceEvents"], file)
     offset_ns, time_base = _time_base(doc, x, file)
     described = [describe(c, file) for c in x.calls]
     for d in described:  # NCCL evidence present: no gloo work to wait for

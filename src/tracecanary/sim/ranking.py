@@ -84,3 +84,19 @@ def pairwise_table(
             {"metric": metric, "a": a, "b": b, "winner": None if d == 0 else (a if d < 0 else b)}
         )
     return rows
+
+
+def ranking_text(rank: Mapping) -> str:
+    """One line for a ``ranking`` block, consistent with its ``ties``: neighbours in
+    ``order`` joined by ``" = "`` when the pair is tied, ``" < "`` when the left one is
+    better beyond the tolerance. Ties are not transitive, so ``a = b = c`` states only
+    the neighbouring pairs; the block's ``ties`` list is the full statement."""
+    tied = {frozenset(pair) for pair in rank["ties"]}
+    order = list(rank["order"])
+    if not order:
+        return ""
+    parts = [order[0]]
+    for left, right in zip(order, order[1:], strict=False):
+        parts.append("=" if frozenset((left, right)) in tied else "<")
+        parts.append(right)
+    return " ".join(parts)

@@ -96,9 +96,13 @@ def skew_statement(prep: Prepared) -> dict:
 def run_configs(
     program: Program, configs: Iterable[BackendConfig], ablations=()
 ) -> tuple[Prepared, dict[str, tuple[BackendConfig, SimResult]]]:
-    """Prepare once, simulate every configuration."""
+    """Prepare once, simulate every configuration (a progress bar on a terminal)."""
+    from tracecanary.progress import progress
+
     prep = prepare(program, ablations)
-    return prep, {c.name: (c, simulate(prep, c)) for c in configs}
+    configs = list(configs)
+    bar = progress(configs, desc="simulate", unit="config")
+    return prep, {c.name: (c, simulate(prep, c)) for c in bar}
 
 
 def workload_metrics(

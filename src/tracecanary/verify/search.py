@@ -13,7 +13,12 @@
    every verification still passes on the weighted replay.
 
 Every candidate is logged with its settings, bytes, records, executed occurrences,
-statuses and why it was accepted or rejected. The search is greedy: no Pareto
+statuses and why it was accepted or rejected: a rejected one with its failing checks
+(``failed_checks``), a bounded one not smaller than the lossless one because its
+intervals shrank no timing field saying so, an execution step that executes no fewer with its tail
+occurrences and what keeps the signature order from repeating
+(``tracecanary.compile.repetition``: the stream in the signature, or concurrent groups
+interleaving differently from step to step). The search is greedy: no Pareto
 optimality is claimed. The degenerate one-event answer is unreachable because every
 accepted candidate passed behavioral verification against the whole source.
 """
@@ -31,6 +36,7 @@ from tracecanary.compile.budget import FIELDS, Budget, parse_duration_ns
 from tracecanary.compile.canary import canary_bytes
 from tracecanary.compile.canary import compile_program as compile_with
 from tracecanary.compile.execution import reduce_execution
+from tracecanary.compile.repetition import repetition_profile
 from tracecanary.compile.source import serialize_source
 from tracecanary.errors import ClaimFailed, InputError
 from tracecanary.formats.ids import SEARCH_LOG_FORMAT
@@ -152,7 +158,7 @@ def search(
             entry.update(accepted=True, reason="smallest verified so far")
             best, chosen_budget = (canary, verification, entry), ns
         else:
-            entry.update(accepted=False, reason="verified but not smaller")
+            entry.update(accepted=False, reason=_not_smaller(canary, lossless=chosen_budget == 0))
     if best is None:
         return SearchResult(None, None, log, next((o for o in obstacles if o), None))
 
@@ -194,6 +200,7 @@ def search(
 
     # 3. execution reduction
     base = best[0]
+    profile = []  # computed once, when a step first executes no fewer
     for k in EXECUTED_REPEATS:
         canary, verification, entry = evaluate(
             "execution",
@@ -212,15 +219,32 @@ def search(
             )
             best = (canary, verification, entry)
             break
+        if verification["claim"] != "verified":
+            entry.update(accepted=False, reason=f"verification {verification['claim']}")
+            continue
+        if not profile:
+            profile.append(repetition_profile(program).obstacle())
         entry.update(
             accepted=False,
-            reason=f"verification {verification['claim']}"
-            if verification["claim"] != "verified"
-            else "executes no fewer",
+            reason=f"executes no fewer: {canary['execution']['tail_occurrences']} tail "
+            f"occurrences run whole; {profile[0]}",
         )
     canary, verification, entry = best
     entry["chosen"] = True
     return SearchResult(canary, verification, log)
+
+
+def _not_smaller(canary: dict, *, lossless: bool) -> str:
+    """Why a verified bounded candidate did not beat the lossless one (``lossless``:
+    the best so far is lossless): when its intervals shrank no timing field at all
+    (jittery timing: every stream kept its exact encoding), the reason says so."""
+    streams = [stream for stream in canary["timing"].values() if stream is not None]
+    if lossless and streams and all(stream["encoding"] == "exact" for stream in streams):
+        return (
+            "verified but not smaller than lossless: every timing field kept exact "
+            "(intervals within the budget were not smaller)"
+        )
+    return "verified but not smaller"
 
 
 def search_log_document(result: SearchResult, *, source_digest: str, budgets_ns: list[int]) -> dict:

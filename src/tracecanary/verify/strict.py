@@ -13,11 +13,15 @@ from tracecanary.verify.marking import mark_verified, tolerances_digest
 
 class StrictVerificationFailed(ClaimFailed):
     """The canary's verification claim is not ``verified`` (exit 1). ``failures``: the
-    failed checks, one line each (``describe_failures``), for the caller to show."""
+    failed checks, one line each (``describe_failures``), for the caller to show;
+    ``verification``: the verification document (None when not at hand)."""
 
-    def __init__(self, message: str, *, failures: list[str], **where) -> None:
+    def __init__(
+        self, message: str, *, failures: list[str], verification: dict | None = None, **where
+    ) -> None:
         super().__init__(message, **where)
         self.failures = failures
+        self.verification = verification
 
 
 def strict_gate(source: Program, canary: dict, backends, tolerances, *, source_file: str) -> dict:
@@ -45,6 +49,7 @@ def strict_gate(source: Program, canary: dict, backends, tolerances, *, source_f
             f"--strict: verification claim {verification['claim']} ({failed} failed checks, "
             f"{changed} changed ranking decisions){cause}; no canary written",
             failures=list(describe_failures(verification)),
+            verification=verification,
             file=source_file,
             field="strict",
         )

@@ -1,0 +1,115 @@
+"""How much of a program's signature order repeats, and what hides the repetition.
+
+Reduced execution (``tracecanary.compile.execution``) can only skip repetitions of
+repeated records; occurrences outside them always execute. ``repetition_profile``
+measures the share of occurrences that lie in repeated records three ways, so a search
+log can say why a reduction executes no fewer:
+
+* ``repeated``: in the program's own signature order (what the compiler encodes);
+* ``repeated_without_stream``: the same order with ``stream`` left out of the
+  signature (on gloo the stream is the process group's worker thread, which can
+  alternate from step to step while everything else repeats);
+* ``repeated_within_groups``: each group's own order encoded separately (concurrent
+  groups whose collectives interleave differently from step to step hide a motif that
+  every group repeats).
+
+Guarantees: every figure counts occurrences (0..n) exactly as ``encode_structure``
+would encode that order; nothing here changes a canary. Cost: three encodings of the
+signature order (each O(n log n)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracecanary.compile.structure import encode_structure, record_length
+from tracecanary.program import SIGNATURE_COLUMNS, Program
+
+HIDDEN_FACTOR = 1.5  # another order repeats this much more: it names what hides the motif
+
+
+def repeated_occurrences(records: list[dict]) -> int:
+    """Occurrences that lie inside a record of ``repeat`` >= 2, at any depth."""
+    total = 0
+    for rec in records:
+        if int(rec["repeat"]) >= 2:
+            total += record_length(rec)
+        elif "body" in rec:
+            total += repeated_occurrences(rec["body"])
+    return total
+
+
+def _encoded(ids: np.ndarray) -> tuple[int, int]:
+    """(top-level records, occurrences in repeated records) of one signature order."""
+    if len(ids) == 0:
+        return 0, 0
+    codes, _ = pd.factorize(ids, sort=False)
+    records = encode_structure(codes.astype(np.int64))
+    return len(records), repeated_occurrences(records)
+
+
+@dataclass(frozen=True)
+class RepetitionProfile:
+    occurrences: int
+    records: int  # top-level records of each order (within groups: summed)
+    records_without_stream: int
+    records_within_groups: int
+    repeated: int
+    repeated_without_stream: int
+    repeated_within_groups: int
+
+    def obstacle(self) -> str:
+        """One sentence: how the order encodes and, where another order encodes in
+        markedly fewer records or repeats markedly more, what hides the motif."""
+        n = max(self.occurrences, 1)
+        text = (
+            f"the signature order encodes as {self.records} top-level records, "
+            f"{self.repeated} of {self.occurrences} occurrences ({self.repeated / n:.0%}) "
+            "in repeated records"
+        )
+        hidden = []
+        if (
+            self.records_without_stream * HIDDEN_FACTOR < self.records
+            or self.repeated_without_stream > HIDDEN_FACTOR * self.repeated
+        ):
+            hidden.append(
+                f"without the stream (gloo worker thread) in the signature: "
+                f"{self.records_without_stream} records, "
+                f"{self.repeated_without_stream / n:.0%} repeated"
+            )
+        if (
+            self.records_within_groups * HIDDEN_FACTOR < self.records
+            or self.repeated_within_groups > HIDDEN_FACTOR * self.repeated
+        ):
+            hidden.append(
+                f"each group's own order: {self.records_within_groups} records, "
+                f"{self.repeated_within_groups / n:.0%} repeated (concurrent groups "
+                "interleave differently from step to step)"
+            )
+        return text + ("; " + "; ".join(hidden) if hidden else "")
+
+
+def repetition_profile(program: Program) -> RepetitionProfile:
+    """The program's ``RepetitionProfile`` (see the module docstring)."""
+    ids, _ = program.signature_ids()
+    occ = program.occurrences
+    without_stream = np.zeros(len(occ), dtype=np.int64)
+    for name in (c for c in SIGNATURE_COLUMNS if c != "stream"):
+        codes, uniques = pd.factorize(occ[name], sort=False, use_na_sentinel=False)
+        # a bijection of the tuples so far: the key stays below n^2
+        without_stream = pd.factorize(without_stream * len(uniques) + codes, sort=False)[0]
+        without_stream = without_stream.astype(np.int64)
+    per_group = [_encoded(ids[idx]) for idx in occ.groupby("group", sort=True).indices.values()]
+    own, no_stream = _encoded(ids), _encoded(without_stream)
+    return RepetitionProfile(
+        occurrences=int(program.n),
+        records=own[0],
+        records_without_stream=no_stream[0],
+        records_within_groups=sum(r for r, _ in per_group),
+        repeated=own[1],
+        repeated_without_stream=no_stream[1],
+        repeated_within_groups=sum(x for _, x in per_group),
+    )

@@ -1,0 +1,62 @@
+"""Progress on long work, shown only to a person at a terminal.
+
+Guarantees: nothing is written unless stderr is a TTY and ``--quiet`` was not given
+(``set_quiet``); what is written goes to stderr only, never to stdout or an output file,
+so redirected, piped and Snakemake-logged runs are byte-for-byte unchanged. Bars are
+tqdm's (``progress``); a status line between bars goes through ``note``, which keeps an
+open bar intact. This module imports no other tracecanary module, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+_quiet = False
+
+
+def set_quiet(quiet: bool) -> None:
+    """``--quiet``: no progress from now on in this process (True), or back to the default."""
+    global _quiet
+    _quiet = bool(quiet)
+
+
+def enabled() -> bool:
+    """True when progress is shown: stderr is a terminal and ``--quiet`` was not given."""
+    if _quiet:
+        return False
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def progress(
+    iterable: Iterable | None = None,
+    *,
+    total: int | None = None,
+    desc: str,
+    unit: str = "it",
+) -> Any:
+    """A tqdm bar over ``iterable`` (or a manual one: ``total`` and ``.update(n)``) on
+    stderr; a silent pass-through with the same interface when ``enabled()`` is False."""
+    from tqdm import tqdm
+
+    return tqdm(
+        iterable,
+        total=total,
+        desc=desc,
+        unit=unit,
+        file=sys.stderr,
+        disable=not enabled(),
+        leave=False,
+        dynamic_ncols=True,
+    )
+
+
+def note(line: str) -> None:
+    """One status line on stderr when ``enabled()``, printed above any open bar."""
+    if not enabled():
+        return
+    from tqdm import tqdm
+
+    tqdm.write(line, file=sys.stderr)
