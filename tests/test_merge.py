@@ -178,3 +178,32 @@ def test_merge_refuses_a_capture_set_missing_a_rank_of_the_declared_world(tmp_pa
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "rank 1: no capture" in err and "world_size 2" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("calibrated", [False, True])
+def test_merge_keeps_epoch_arrival_times_exact_when_some_events_lack_one(
+    tmp_path, run_cli, calibrated
+):
+    """pandas holds an int64 column with gaps as float64, which rounds epoch nanoseconds
+    (~1.8e18) to multiples of 256 ns; merged arrival times must stay exact to 1 ns."""
+    epoch = 1_800_000_000_000_000_000
+    doc = small_trace()
+    for e in doc["events"]:
+        e["ts_ns"] += epoch
+        if e["seq"] == 0:  # only the first collective records an arrival time
+            e["arrival_ns"] = e["ts_ns"] + 7
+    caps = _write_captures(tmp_path, _per_rank(doc))
+    out = tmp_path / "m.json"
+    argv = ["merge", *caps, "-o", out]
+    if calibrated:
+        write_json(
+            tmp_path / "clocks.json",
+            _calibration([{"ranks": [0, 1], "offset_ns": 0, "drift_ppb": 0, "uncertainty_ns": 0}]),
+        )
+        argv[1:1] = ["--calibration", tmp_path / "clocks.json"]
+    code, _, err = run_cli(*argv)
+    assert code == 0, err
+    merged = json.loads(out.read_text())["events"]
+    want = {(e["rank"], e["seq"]): e["arrival_ns"] for e in doc["events"] if "arrival_ns" in e}
+    got = {(e["rank"], e["seq"]): e["arrival_ns"] for e in merged if "arrival_ns" in e}
+    assert got == want

@@ -17,6 +17,7 @@ from tracecanary.errors import InputError
 from tracecanary.formats.ids import CANARY_FORMAT, TRACE_FORMAT
 from tracecanary.limits import load_json, open_input, parse_json_bytes
 from tracecanary.matching import build_program
+from tracecanary.parquet_io import exact_nullable_int
 from tracecanary.program import Program
 
 
@@ -88,8 +89,11 @@ def program_from_normalized(table, sidecar: dict) -> Program:
         )
     groups = {k: list(v) for k, v in sidecar["groups"].items()}
     clocks = {int(k): v for k, v in sidecar["clocks"].items()}
+    arrival = exact_nullable_int(table, "arrival_ns")
     frame = table.to_pandas(self_destruct=True, split_blocks=True)
     del table
+    if arrival is not None:  # absolute times with gaps: exact, not float64
+        frame["arrival_ns"] = arrival
     return build_program(
         frame,
         groups=groups,

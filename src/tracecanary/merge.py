@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 
 from tracecanary.canonical import sha256_file
@@ -41,6 +42,7 @@ from tracecanary.merge_inputs import (
     resolve_captures,
     supplied_ranks,
 )
+from tracecanary.parquet_io import exact_nullable_int
 from tracecanary.trace_io import write_trace
 
 
@@ -128,7 +130,12 @@ def merge_captures(
         import json
 
         sidecar = json.loads(result.sidecar.read_text())
-        table = pq.read_table(result.parquet).to_pandas()
+        arrow = pq.read_table(result.parquet)
+        table = arrow.to_pandas()
+        arrival = exact_nullable_int(arrow, "arrival_ns")
+        if arrival is not None:  # absolute times with gaps: exact, not float64
+            table["arrival_ns"] = arrival
+        del arrow
     groups = {k: list(v) for k, v in sidecar["groups"].items()}
     clocks = {int(k): v for k, v in sidecar["clocks"].items()}
     world = int(sidecar["meta"]["world_size"])
@@ -162,7 +169,9 @@ def merge_captures(
                 "arrival time",
             )
             mapped = clock_map.to_reference(rank, arrival)
-            events["arrival_ns"] = np.where(has, mapped, np.nan)
+            events["arrival_ns"] = pd.Series(mapped, index=events.index, dtype=object).where(
+                has, None
+            )
         ref_id = f"reference:{calibration['reference']}"
         meta["clock_domains"] = [{"id": ref_id, "ranks": ranks}]
         meta["skew"] = calibrated(

@@ -41,3 +41,16 @@ def write_parquet(table: pa.Table, path: str | os.PathLike) -> str:
 
 def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> pa.Table:
     return pq.read_table(path, columns=columns)
+
+
+def exact_nullable_int(table: pa.Table, name: str):
+    """Column ``name`` of ``table`` as a pandas Series that holds every int64 value exactly:
+    int64 when nothing is missing, else object (Python ints and None). pandas' default
+    conversion turns an int64 column with gaps into float64, which rounds epoch
+    nanoseconds (about 1.8e18) to multiples of 256 ns. None when the column is absent."""
+    if name not in table.column_names:
+        return None
+    column = table.column(name)
+    if column.null_count == 0:
+        return column.to_pandas()
+    return column.to_pandas(integer_object_nulls=True)
