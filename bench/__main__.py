@@ -19,6 +19,7 @@ RESULTS = Path(os.environ.get("TRACECANARY_BENCH_RESULTS", REPO / "bench" / "res
 
 MODULES = [
     "bench_ingest",
+    "bench_small",
     "bench_kineto",
     "bench_compile",
     "bench_sim",

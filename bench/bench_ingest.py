@@ -1,8 +1,19 @@
-"""Ingest throughput on a 1M-event JSON Lines trace vs plain json.loads + pandas.DataFrame.
+"""Ingest throughput on a 1M-event JSON Lines trace, side by side in one run:
 
-Besides the wall-clock median, the note gives the CPU seconds of one ingest (all threads:
-pyarrow's parser pool, the Parquet writer thread) and the load average while it ran: on
-a shared 2-core machine the wall figure moves with the load, the CPU figure much less."""
+1. ``ingest_files`` on the JSON Lines file vs plain json.loads + pandas.DataFrame;
+2. ``ingest_files`` on the same events as columnar captures (Parquet, Arrow IPC) vs the
+   JSON Lines ingest, alternating in one child; the normalized Parquet digests must be
+   equal (the row says whether they are);
+3. the JSON Lines parser candidates (pyarrow's reader, used today; msgspec typed
+   decoding; polars' NDJSON reader; DuckDB's JSON reader), each parsing the events into
+   the ``EVENT_SCHEMA`` table, alternating in one child: events/s, CPU seconds, whether
+   the table equals pyarrow's, and which inputs that pyarrow refuses each one accepts
+   (silently converting or dropping what it should refuse). A candidate that is not
+   installed is named in the pyarrow row's note with the reason, not measured.
+
+Besides the wall-clock median, notes give CPU seconds (all threads) and the load average
+while it ran: on a shared 2-core machine the wall figure moves with the load, the CPU
+figure much less."""
 
 from __future__ import annotations
 
@@ -10,6 +21,148 @@ import json
 import os
 
 from bench.common import WORK, row, run_child
+
+# Each line an event that pyarrow's reader (with the explicit event schema) refuses or
+# that ingest must refuse; a candidate "loses" a case when it parses it without error
+# into a table, i.e. a value the reader should refuse would reach the checks changed
+# (or an unknown / repeated field would vanish).
+_BASE = '"rank":0,"seq":0,"op":"all_reduce","dtype":"f","group":"world"'
+REFUSED_LINES = {
+    "string for an integer": '{%s,"bytes":"5"}',
+    "float for an integer": '{%s,"bytes":5.5}',
+    "5.0 for an integer": '{%s,"bytes":5.0}',
+    "bool for an integer": '{%s,"bytes":true}',
+    "integer for a string": '{%s,"bytes":5,"phase":7}',
+    "list for a string": '{%s,"bytes":5,"phase":["a"]}',
+    "unknown field": '{%s,"bytes":5,"zzz":1}',
+    "repeated key": '{%s,"bytes":5,"bytes":6}',
+    "integer over int64": '{%s,"bytes":9223372036854775808}',
+    "NaN": '{%s,"bytes":NaN}',
+    "lone surrogate": '{%s,"bytes":5,"phase":"\\ud800"}',
+    "not an object": "[1,2]",
+    "trailing garbage": '{%s,"bytes":5} x',
+}
+
+_CANDIDATES = r"""
+import io, json, os, statistics, tempfile, time, warnings
+warnings.filterwarnings("ignore")
+import pyarrow as pa
+import pyarrow.json as pajson
+from tracecanary.formats.trace import EVENT_SCHEMA
+
+path, repeats, refused = {path!r}, {repeats}, {refused!r}
+data = open(path, "rb").read()
+body = data[data.index(b"\n") + 1 :]
+names = EVENT_SCHEMA.names
+ints = {{n for n in names if EVENT_SCHEMA.field(n).type == pa.int64()}}
+tmp = tempfile.mkdtemp()
+body_file = os.path.join(tmp, "body.jsonl")
+open(body_file, "wb").write(body)
+
+def via_pyarrow(raw, file):
+    options = pajson.ParseOptions(explicit_schema=EVENT_SCHEMA, unexpected_field_behavior="error")
+    return pajson.read_json(io.BytesIO(raw), read_options=pajson.ReadOptions(block_size=1 << 24),
+                            parse_options=options)
+
+candidates = {{"pyarrow": via_pyarrow}}
+missing = {{}}
+try:
+    import msgspec
+    fields = [(n, int | None if n in ints else str | None, None) for n in names]
+    Event = msgspec.defstruct("Event", fields, forbid_unknown_fields=True)
+    decoder = msgspec.json.Decoder(Event)
+    def via_msgspec(raw, file):
+        events = [decoder.decode(line) for line in raw.splitlines() if line.strip()]
+        cols = [pa.array([getattr(e, n) for e in events], EVENT_SCHEMA.field(n).type) for n in names]
+        return pa.Table.from_arrays(cols, schema=EVENT_SCHEMA)
+    candidates["msgspec"] = via_msgspec
+except ImportError as err:
+    missing["msgspec"] = str(err)
+try:
+    import polars as pl
+    pl_schema = {{n: pl.Int64 if n in ints else pl.String for n in names}}
+    def via_polars(raw, file):
+        frame = pl.read_ndjson(io.BytesIO(raw), schema=pl_schema)
+        return frame.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(EVENT_SCHEMA)
+    candidates["polars"] = via_polars
+except ImportError as err:
+    missing["polars"] = str(err)
+try:
+    import duckdb
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    columns = ", ".join(f"'{{n}}': '{{'BIGINT' if n in ints else 'VARCHAR'}}'" for n in names)
+    def via_duckdb(raw, file):
+        query = (f"select * from read_json('{{file}}', format='newline_delimited', "
+                 f"columns={{{{{{columns}}}}}})")
+        return con.sql(query).to_arrow_table().cast(EVENT_SCHEMA)
+    candidates["duckdb"] = via_duckdb
+except ImportError as err:
+    missing["duckdb"] = str(err)
+
+reference = via_pyarrow(body, body_file)
+times = {{name: [] for name in candidates}}
+for _ in range(repeats):  # alternating: each round runs every candidate once
+    for name, parse in candidates.items():
+        wall, cpu = time.perf_counter(), time.process_time()
+        table = parse(body, body_file)
+        times[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+        assert table.num_rows == reference.num_rows
+equal = {{name: parse(body, body_file).equals(reference) for name, parse in candidates.items()}}
+lost = {{name: [] for name in candidates}}
+for case, line in refused.items():
+    raw = (line % {base} if "%s" in line else line).encode() + b"\n"
+    case_file = os.path.join(tmp, "case.jsonl")
+    open(case_file, "wb").write(raw)
+    for name, parse in candidates.items():
+        try:
+            parse(raw, case_file)
+        except Exception:
+            continue
+        lost[name].append(case)
+out = {{}}
+for name in candidates:
+    out[name] = {{
+        "seconds": statistics.median(t for t, _ in times[name]),
+        "cpu_seconds": statistics.median(c for _, c in times[name]),
+        "equal": equal[name],
+        "accepts": lost[name],
+    }}
+print(json.dumps({{"candidates": out, "missing": missing, "load": os.getloadavg()[0]}}))
+"""
+
+_COLUMNAR = r"""
+import io, json, os, statistics, tempfile, time
+import pyarrow.json as pajson
+from tracecanary.columnar_capture import write_columnar
+from tracecanary.formats.trace import EVENT_SCHEMA
+from tracecanary.ingest import ingest_files
+
+path, repeats = {path!r}, {repeats}
+tmp = tempfile.mkdtemp()
+with open(path, "rb") as f:
+    header = json.loads(f.readline())
+    events = pajson.read_json(io.BytesIO(f.read()),
+                              parse_options=pajson.ParseOptions(explicit_schema=EVENT_SCHEMA))
+keep = [n for n in events.column_names if events.column(n).null_count < events.num_rows]
+inputs = {{"jsonl": path}}
+for name in ("capture.parquet", "capture.arrow"):
+    inputs[name] = os.path.join(tmp, name)
+    write_columnar(header, events.select(keep), inputs[name])
+del events
+times = {{k: [] for k in inputs}}
+digests = {{k: set() for k in inputs}}
+for _ in range(repeats):
+    for name, src in inputs.items():
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = ingest_files([src], os.path.join(tmp, "out.parquet"))
+        times[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+        digests[name].add(result.parquet_sha256)
+out = {{name: {{"seconds": statistics.median(t for t, _ in v),
+               "cpu_seconds": statistics.median(c for _, c in v)}} for name, v in times.items()}}
+identical = len(set().union(*digests.values())) == 1
+print(json.dumps({{"inputs": out, "identical": identical, "load": os.getloadavg()[0]}}))
+"""
 
 
 def make_input(events: int) -> str:
@@ -32,10 +185,7 @@ def make_input(events: int) -> str:
     return str(path)
 
 
-def run(quick: bool) -> list[dict]:
-    events = 200_000 if quick else 1_000_000
-    path = make_input(events)
-    repeats = 1 if quick else 5
+def _ingest_row(path: str, events: int, repeats: int) -> dict:
     ours, rss_ours = run_child(
         f"""
 import json, tempfile, os, statistics, time
@@ -64,22 +214,92 @@ print(json.dumps({{'seconds': median_time(load, {repeats})}}))
 """
     )
     rate = events / ours["seconds"]
-    return [
-        row(
-            f"ingest {events:,}-event JSONL (validate+normalize+Parquet)",
-            round(rate),
-            "events/s",
-            "json.loads + pandas.DataFrame (no validation)",
-            round(events / plain["seconds"]),
-            round(plain["seconds"] / ours["seconds"], 2),
-            ">= 1,000,000 events/s",
-            rate >= 1_000_000,
-            round(rss_ours, 1),
-            f"comparator peak RSS {rss_plain:.0f} MiB; ingest CPU {ours['cpu_seconds']:.2f} s "
-            f"per run (all threads), wall {ours['seconds']:.2f} s, load average "
-            f"{ours['load']:.1f} on {os.cpu_count()} cores",
+    return row(
+        f"ingest {events:,}-event JSONL (validate+normalize+Parquet)",
+        round(rate),
+        "events/s",
+        "json.loads + pandas.DataFrame (no validation)",
+        round(events / plain["seconds"]),
+        round(plain["seconds"] / ours["seconds"], 2),
+        ">= 1,000,000 events/s",
+        rate >= 1_000_000,
+        round(rss_ours, 1),
+        f"comparator peak RSS {rss_plain:.0f} MiB; ingest CPU {ours['cpu_seconds']:.2f} s "
+        f"per run (all threads), wall {ours['seconds']:.2f} s, load average "
+        f"{ours['load']:.1f} on {os.cpu_count()} cores",
+    )
+
+
+def _columnar_rows(path: str, events: int, repeats: int) -> list[dict]:
+    result, rss = run_child(_COLUMNAR.format(path=path, repeats=repeats))
+    jsonl = result["inputs"].pop("jsonl")
+    rows = []
+    for name, figures in result["inputs"].items():
+        rate = events / figures["seconds"]
+        rows.append(
+            row(
+                f"columnar capture ({name.split('.')[-1]}) ingest, {events:,} events",
+                round(rate),
+                "events/s",
+                "ingest of the same events as JSON Lines, alternating in one child",
+                round(events / jsonl["seconds"]),
+                round(jsonl["seconds"] / figures["seconds"], 2),
+                ">= 1,000,000 events/s, same Parquet bytes",
+                rate >= 1_000_000 and result["identical"],
+                round(rss, 1),
+                f"normalized Parquet identical to the JSONL ingest's: {result['identical']}; "
+                f"CPU {figures['cpu_seconds']:.2f} s vs {jsonl['cpu_seconds']:.2f} s per run; "
+                f"load average {result['load']:.1f} on {os.cpu_count()} cores",
+            )
         )
-    ]
+    return rows
+
+
+def _parser_rows(path: str, events: int, repeats: int) -> list[dict]:
+    code = _CANDIDATES.format(path=path, repeats=repeats, refused=REFUSED_LINES, base=repr(_BASE))
+    result, _ = run_child(code)
+    today = result["candidates"]["pyarrow"]
+    rows = []
+    for name, figures in result["candidates"].items():
+        rate = events / figures["seconds"]
+        keeps = not figures["accepts"] or figures["accepts"] == today["accepts"]
+        notes = (
+            f"CPU {figures['cpu_seconds']:.2f} s vs pyarrow {today['cpu_seconds']:.2f} s; "
+            f"table equals pyarrow's: {figures['equal']}; accepts what ingest must refuse: "
+            f"{', '.join(figures['accepts']) or 'nothing'}; load average {result['load']:.1f} "
+            f"on {os.cpu_count()} cores"
+        )
+        if name == "pyarrow" and result["missing"]:
+            notes += "; not measured (not installed): " + "; ".join(
+                f"{k} ({v})" for k, v in result["missing"].items()
+            )
+        rows.append(
+            row(
+                f"JSONL parser {name}, {events:,} events to the event table",
+                round(rate),
+                "events/s",
+                "pyarrow.json (today's reader), alternating in one child",
+                round(events / today["seconds"]),
+                round(today["seconds"] / figures["seconds"], 2),
+                "reference" if name == "pyarrow" else "faster than pyarrow, same table, refusals",
+                None
+                if name == "pyarrow"
+                else bool(figures["equal"] and keeps and figures["seconds"] < today["seconds"]),
+                None,
+                notes,
+            )
+        )
+    return rows
+
+
+def run(quick: bool) -> list[dict]:
+    events = 200_000 if quick else 1_000_000
+    path = make_input(events)
+    repeats = 1 if quick else 5
+    rows = [_ingest_row(path, events, repeats)]
+    rows += _columnar_rows(path, events, 1 if quick else 3)
+    rows += _parser_rows(path, events, 1 if quick else 3)
+    return rows
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@ Figures per workload: the searched canary's size against the normalized source
 smaller; its executed occurrences against the source's logical occurrences, target
 <= 20%. The canary is verified by construction (search keeps only verified
 candidates). Where a target is missed, ``blocked`` lists, per rejected candidate, the
-stage, settings, verdict and the first failing checks from the search log.
+stage, settings, verdict and the first failing checks from the search log, and
+``timing_figures`` and ``structure`` (``tracecanary.compile.repetition``) say what limits
+the reduction: the timing jitter against the mean tolerance, the timing bytes per
+occurrence against the source's, and what keeps the step motif from repeating.
 
 ``python -m bench.bench_zoo [--quick]`` prints every row and the blocked steps;
 ``python -m bench --only bench_zoo`` puts the rows in the table. Captures are cached
@@ -147,7 +150,9 @@ def measure(name: str, steps: int | None) -> dict:
             "failed_checks": e.get("failed_checks", [])[:3],
         }
         for e in result.log
-        if not e.get("accepted") and not e.get("chosen")
+        if not e.get("accepted")
+        and not e.get("chosen")
+        and not str(e.get("reason", "")).startswith("superseded")
     ]
     out["blocked"] = blocked
     if result.canary is None:

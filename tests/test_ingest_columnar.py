@@ -125,3 +125,37 @@ def test_columnar_capture_refuses_invalid_utf8_naming_record_and_field(tmp_path,
 def test_columnar_capture_refuses_an_unreadable_file(tmp_path, run_cli):
     (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
     _refusal(run_cli, tmp_path / "bad.parquet", tmp_path / "o.parquet")
+
+
+def test_merge_of_columnar_per_rank_captures_equals_the_merge_of_json_ones(tmp_path, run_cli):
+    from test_merge import _calibration, _per_rank
+
+    from tracecanary.canonical import write_json
+
+    write_json(
+        tmp_path / "clocks.json",
+        _calibration([{"ranks": [0, 1], "offset_ns": 0, "drift_ppb": 0, "uncertainty_ns": 0}]),
+    )
+    docs = _per_rank(small_trace())
+    as_json = [write_doc(d, tmp_path / f"rank{i}.json") for i, d in enumerate(docs)]
+    as_arrow = []
+    for i, d in enumerate(docs):
+        as_arrow.append(tmp_path / f"rank{i}.arrow")
+        write_columnar(_header(d), _columns(d, drop_empty=True), as_arrow[-1])
+    clocks = ("--calibration", tmp_path / "clocks.json")
+    assert run_cli("merge", *as_json, *clocks, "-o", tmp_path / "a.json")[0] == 0
+    assert run_cli("merge", *as_arrow, *clocks, "-o", tmp_path / "b.json")[0] == 0
+    a = json.loads((tmp_path / "a.json").read_text())
+    b = json.loads((tmp_path / "b.json").read_text())
+    assert a["events"] == b["events"] and a["groups"] == b["groups"]
+
+
+@pytest.mark.parametrize("name", ["bad.parquet", "bad.arrow"])
+def test_columnar_capture_over_the_decoded_size_limit_is_refused(
+    tmp_path, run_cli, monkeypatch, name
+):
+    doc = small_trace()
+    write_columnar(_header(doc), _columns(doc), tmp_path / name)
+    monkeypatch.setenv("TRACECANARY_LIMITS", "max_decompressed_bytes=64")
+    err = _refusal(run_cli, tmp_path / name, tmp_path / "o.parquet")
+    assert "max_decompressed_bytes=64" in err

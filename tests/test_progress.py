@@ -4,11 +4,14 @@ pipe or on a pseudo-terminal (``pty``)."""
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import pty
+import struct
 import subprocess
 import sys
+import termios
 
 import pytest
 
@@ -20,6 +23,8 @@ CLI = [sys.executable, "-m", "tracecanary"]
 def _run_with_stderr_on_pty(argv: list[str], cwd) -> tuple[int, bytes]:
     """Run ``argv`` with stderr on a pseudo-terminal; (exit code, what the terminal got)."""
     master, slave = pty.openpty()
+    # a real terminal has a size; a fresh pty is 0 x 0, where a bar has no room at all
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
     proc = subprocess.Popen(
         argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave
     )
@@ -111,7 +116,7 @@ def test_import_of_several_kineto_files_counts_files_on_a_terminal_only(tmp_path
     argv = [*CLI, "import-kineto", *paths, "--jobs", "1"]
     code, seen = _run_with_stderr_on_pty([*argv, "-o", str(tmp_path / "tty")], tmp_path)
     assert code == 0
-    assert b"import:" in seen and b"3/3" in seen
+    assert b"import:" in seen and b"/3 " in seen  # "import:   0%|...| 0/3 [..."
     piped = subprocess.run([*argv, "-o", str(tmp_path / "pipe")], capture_output=True)
     assert piped.returncode == 0 and b"import:" not in piped.stderr
 
@@ -138,3 +143,14 @@ def test_quiet_is_offered_by_every_command_that_draws_progress():
     for name in ("verify", "regenerate"):
         options = {s for a in actions.choices[name]._actions for s in a.option_strings}
         assert "--quiet" in options, name
+
+
+def test_compile_shows_its_stages_on_a_terminal_and_nothing_on_a_pipe(source_and_canary):
+    argv = [*CLI, "compile", "src.json", "--lossless", "-o"]
+    code, seen = _run_with_stderr_on_pty([*argv, "tty.json"], source_and_canary)
+    assert code == 0 and b"compile:" in seen and b"/3 " in seen  # load, compile, write
+    piped = subprocess.run([*argv, "pipe.json"], cwd=source_and_canary, capture_output=True)
+    assert piped.returncode == 0 and piped.stderr == b""
+    assert (source_and_canary / "tty.json").read_bytes() == (
+        source_and_canary / "pipe.json"
+    ).read_bytes()

@@ -180,6 +180,4 @@ def test_shipped_example_simulator_output_is_byte_identical_to_before_calibratio
     trace, report = tmp_path / "adv.json", tmp_path / "r.json"
     assert main(["synth", "adversarial", "-o", str(trace)]) == 0
     assert main(["replay", str(trace), "-o", str(report)]) == 0
-    assert (
-        sha256_file(report) == "b4e8e4a2c46fc4e85442d3291c7569c957562db50657e8f4609e61881516f8b3"
-    )
+    assert sha256_file(report) == "b4e8e4a2c46fc4e85442d3291c7569c957562db50657e8f4609e61881516f8b3"

@@ -16,7 +16,10 @@ Guarantees of ``open_columnar``:
 - each batch is handed over as an ``EVENT_SCHEMA`` batch (absent optional columns as
   nulls), so ingest runs on it exactly the checks it runs on a JSON Lines batch, and
   the same events give the same normalized Parquet bytes whatever their container;
-- batches are read one at a time (memory grows with the batch, not the capture).
+- batches are read one at a time (memory grows with one Parquet row group or IPC record
+  batch, not the capture); the data's decoded size is held to ``max_decompressed_bytes``
+  (Parquet: from its footer, before any row is read; IPC: as batches are read), so a
+  compressed capture cannot expand without bound.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def is_columnar(path: str | os.PathLike) -> bool:
     return Path(path).name.endswith(PARQUET_SUFFIXES + IPC_FILE_SUFFIXES + IPC_STREAM_SUFFIXES)
 
 
-def _open_reader(path: str):
+def _open_reader(path: str, limits: Limits):
     """(Arrow schema, iterator of record batches) of the file; unreadable: InputError."""
     import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
@@ -52,6 +55,9 @@ def _open_reader(path: str):
     try:
         if name.endswith(PARQUET_SUFFIXES):
             parquet = pq.ParquetFile(path)
+            meta = parquet.metadata
+            decoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+            limits.check("max_decompressed_bytes", decoded, what="decoded column data", file=path)
             return parquet.schema_arrow, parquet.iter_batches(batch_size=BATCH_ROWS)
         if name.endswith(IPC_FILE_SUFFIXES):
             ipc_file = ipc.open_file(path)
@@ -135,14 +141,15 @@ def open_columnar(path: str, limits: Limits) -> tuple[dict, Iterator[tuple[int, 
         raise ResourceLimitExceeded(
             f"file is {size} bytes, over max_file_bytes={limits.max_file_bytes}", file=path
         )
-    schema, batches = _open_reader(path)
+    schema, batches = _open_reader(path, limits)
     header = _header(path, schema, limits)
     _check_columns(path, schema)
-    return header, _batches(path, batches)
+    return header, _batches(path, batches, limits)
 
 
-def _batches(path: str, batches) -> Iterator[tuple[int, pa.RecordBatch]]:
+def _batches(path: str, batches, limits: Limits) -> Iterator[tuple[int, pa.RecordBatch]]:
     index = 0
+    decoded = 0
     while True:
         try:
             batch = next(batches)
@@ -152,6 +159,10 @@ def _batches(path: str, batches) -> Iterator[tuple[int, pa.RecordBatch]]:
             raise InputError(
                 f"unreadable columnar data: {err}"[:300], file=path, record=index
             ) from None
+        decoded += batch.nbytes
+        limits.check(
+            "max_decompressed_bytes", decoded, what="decoded column data", file=path, record=index
+        )
         if batch.num_rows:
             yield index, _conform(path, index, batch)
             index += batch.num_rows

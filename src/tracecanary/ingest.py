@@ -6,7 +6,8 @@ Guarantees of ``ingest_files``:
 - one timing semantics per trace: every event has ``ts_ns``, or none has and gaps
   govern; mixed only when every event carries its own ``gap_ns``; a ``gap_ns`` that
   contradicts the timestamps is rejected, never arbitrated;
-- JSON and JSON Lines forms of one trace give the same Parquet bytes;
+- JSON, JSON Lines and columnar (Parquet, Arrow IPC: ``columnar_capture``) forms of one
+  trace give the same Parquet bytes; every form passes the same checks;
 - JSON Lines is read in bounded batches: memory grows with the batch size and the
   output row group, not with the trace;
 - the work is pipelined: pyarrow parses the next blocks on its own threads while this

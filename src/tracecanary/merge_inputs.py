@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from tracecanary.clocks.calibration import clock_map_from_calibration, load_calibration
+from tracecanary.columnar_capture import is_columnar
 from tracecanary.errors import InputError, MergeError
 from tracecanary.formats.ids import TRACE_FORMAT
 from tracecanary.formats.schemas import validate
@@ -117,7 +118,7 @@ def _clock_map(calibration_path: str | None, docs: dict[str, dict], rank_caps: l
 
 
 def _read_doc(path: str) -> dict:
-    if is_jsonl(path):
+    if is_jsonl(path) or is_columnar(path):
         header, batches = _header_and_batches(path, current_limits())
         events = []
         for _, batch in batches:

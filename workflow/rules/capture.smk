@@ -5,6 +5,7 @@ rule capture_kineto:
     params:
         nproc=lambda wc: SOURCES[wc.source]["nproc"],
         steps=lambda wc: SOURCES[wc.source]["steps"],
+        workload=lambda wc: SOURCES[wc.source].get("workload"),  # None: the built-in probe
     log:
         "logs/{campaign}/capture_kineto/{source}.log",
     benchmark:

@@ -140,6 +140,7 @@ def search_summary_inputs(wildcards):
         "baselines": [f"results/{CAMPAIGN}/reduce/{s}/verification.json" for s in REDUCED],
         "sidecars": [f"results/{CAMPAIGN}/ingest/{s}.meta.json" for s in SOURCES],
         "canaries": [f"results/{CAMPAIGN}/search/{s}/canary.json" for s in SOURCES],
+        "sampling_baselines": [f"results/{CAMPAIGN}/baselines/{s}.json" for s in SOURCES],
     }
 
 
@@ -154,6 +155,7 @@ def summary_inputs(wildcards):
         "timelines": [f"results/{CAMPAIGN}/timeline/{s}.png" for s in SOURCES],
         "source_reports": [f"results/{CAMPAIGN}/replay/{s}/source.json" for s in SOURCES],
         "baselines": [f"results/{CAMPAIGN}/reduce/{s}/verification.json" for s in REDUCED],
+        "sampling_baselines": [f"results/{CAMPAIGN}/baselines/{s}.json" for s in SOURCES],
         "physical": physical_summaries(),
         "alphabeta_fits": [f"results/{CAMPAIGN}/alphabeta/{l}/fit.json" for l in ALPHABETA],
     }

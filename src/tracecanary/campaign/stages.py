@@ -54,7 +54,10 @@ def cli_process(argv: list[Any], ok_codes: tuple[int, ...] = (0,)) -> int:
 
 
 def capture_kineto(job) -> None:
-    argv = ["capture", "--nproc", job.params.nproc, "--steps", job.params.steps]
+    if job.params.workload:  # a zoo workload (tracecanary.zoo): always 4 ranks
+        argv = ["capture", "--workload", job.params.workload, "--steps", job.params.steps]
+    else:
+        argv = ["capture", "--nproc", job.params.nproc, "--steps", job.params.steps]
     cli_process([*argv, "-o", job.output.capture])
 
 
@@ -154,6 +157,7 @@ def search_summary(job) -> None:
         list(job.input.baselines),
         list(job.input.sidecars),
         list(job.input.canaries),
+        sampling_baselines=list(job.input.sampling_baselines),
         html=job.output.html,
     )
 
@@ -359,6 +363,7 @@ def summary(job) -> None:
         verdicts=list(job.input.verdicts),
         physical_source=job.params.physical_source,
         timelines=list(job.input.timelines),
+        sampling_baselines=list(job.input.sampling_baselines),
         html=job.output.html,
     )
 

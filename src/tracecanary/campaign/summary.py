@@ -5,8 +5,10 @@ Numbers follow ``tracecanary.formatting`` (3 significant digits for ratios, bina
 bytes, human units for times). One byte count per canary: the size of the canary file as
 written (``search/<source>/canary.json``, its verification stamp included), the same on
 every page. From ``summary.md`` alone a reader can tell, per source, how big the canary is,
-what fraction of the source it executes, whether it is verified and whether the physical
-replay agreed.
+what fraction of the source it executes, whether the canary is smaller than its source at
+all (``compressed``), whether it is verified, whether it fares at least as well as random,
+frequency, cluster and stratified samples of the source at its own executed size, and whether
+the physical replay agreed.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from tracecanary.campaign.html import write_markdown_page
 from tracecanary.canonical import write_text
 from tracecanary.formatting import count, duration_us, percent, ratio, size, times
+from tracecanary.verify.baselines import baselines_table
 
 SIZE_MEANING = (
     "the canary file as written (`search/<source>/canary.json`, verification stamp included)"
@@ -59,6 +62,33 @@ def executed_fraction(stats: dict) -> str:
 
 def _statuses(doc: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in doc["statuses"].items())
+
+
+def sampling_baselines_lines(source: str, doc: dict, heading: str = "###") -> list[str]:
+    """One source's sampling baselines (a ``tracecanary.baselines/v1`` document): a heading
+    naming the canary's executed size k of the source's N occurrences, the table of every
+    sample beside the canary (``baselines_table``), and whether the canary fares at least as
+    well as every baseline (no more failed behaviour checks, no more changed ranking decisions:
+    the document's ``canary_fares_best``)."""
+    k, n = doc["size"], doc["source"]["occurrences"]
+    verdict = "yes" if doc["canary_fares_best"] else "no"
+    return [
+        f"{heading} {source}: sampling baselines at the canary's executed size "
+        f"({count(k)} of {count(n)})",
+        "",
+        baselines_table(doc).rstrip("\n"),
+        "",
+        f"canary fares at least as well as every baseline: **{verdict}**",
+        "",
+    ]
+
+
+def compression_note(stats: dict) -> str:
+    """The canary's byte compression, and ``not compressed`` when the canary file is not
+    smaller than its normalized source (a short trace: the canary's tables cost more than
+    the few occurrences they stand for)."""
+    text = times(stats["byte_compression"])
+    return text if stats["compressed"] else f"{text}, **not compressed** (canary larger)"
 
 
 # --- search.md -------------------------------------------------------------------------
@@ -162,6 +192,7 @@ def search_section(
     baseline: dict | None,
     sidecar: dict | None,
     canary_path=None,
+    sampling: dict | None = None,
 ) -> list[str]:
     lines = [f"## {source}", ""]
     if sidecar:
@@ -211,19 +242,32 @@ def search_section(
             "latency distribution, queueing and tail events.",
         ]
     lines.append("")
+    if sampling is not None:
+        lines += sampling_baselines_lines(source, sampling)
     return lines
 
 
 def write_search_summary(
-    path, logs, verifications, baselines, sidecars, canaries=(), *, html=None
+    path,
+    logs,
+    verifications,
+    baselines,
+    sidecars,
+    canaries=(),
+    *,
+    sampling_baselines=(),
+    html=None,
 ) -> str:
-    """search.md (and, with ``html``, the same page as HTML); returns search.md's SHA-256."""
+    """search.md (and, with ``html``, the same page as HTML); returns search.md's SHA-256.
+    ``baselines`` are the ddmin verifications (``reduce/<source>/verification.json``),
+    ``sampling_baselines`` the sampling baselines documents (``baselines/<source>.json``)."""
     by_source_verify: dict[str, dict[str, dict]] = {}
     for v in map(Path, verifications):
         by_source_verify.setdefault(v.parent.name, {})[v.stem] = _load(v)
     base = _by_source(baselines)
     sides = _by_source(sidecars, ".meta.json")
     canary_files = {Path(c).parent.name: c for c in canaries}
+    sampling = _by_source(sampling_baselines, ".json")
     lines = [
         "# Behavior search",
         "",
@@ -239,6 +283,7 @@ def write_search_summary(
             base.get(source),
             sides.get(source),
             canary_files.get(source),
+            sampling.get(source),
         )
     return _write(path, lines, html)
 
@@ -298,7 +343,7 @@ def sources_table(
         lines.append(
             f"| {source} | {count(events) if events is not None else '?'} | "
             f"{count(st['occurrences_logical'])} | {canary_size(canary_path)} | "
-            f"{times(st['byte_compression'])} | {executed_fraction(st)} | "
+            f"{compression_note(st)} | {executed_fraction(st)} | "
             f"**{c['claim']}**{statuses} | {phys} |"
         )
     return lines
@@ -386,6 +431,25 @@ def baselines_section(baselines) -> list[str]:
     return lines + [""]
 
 
+def sampling_baselines_section(sampling_baselines) -> list[str]:
+    """Per source, the canary beside random, frequency, cluster and stratified samples of
+    the source at its executed size, each replayed and checked like the canary."""
+    if not sampling_baselines:
+        return []
+    lines = [
+        "## Sampling baselines (simulator)",
+        "",
+        "Random, frequency-weighted, k-means cluster and stratified samples of each source at "
+        "the canary's executed size, each replayed and checked against the whole source like "
+        "the canary. The canary fares at least as well as a baseline when it fails no more "
+        "behaviour checks and changes no more ranking decisions.",
+        "",
+    ]
+    for path in map(Path, sampling_baselines):
+        lines += sampling_baselines_lines(path.name.removesuffix(".json"), _load(path))
+    return lines
+
+
 def physical_section(physical: dict | None, physical_source) -> list[str]:
     if physical is None:
         return []
@@ -455,10 +519,13 @@ def write_campaign_summary(
     verdicts=(),
     physical_source=None,
     timelines=(),
+    sampling_baselines=(),
     html=None,
 ) -> str:
     """One page: what the campaign showed, each line traceable to an artifact (see module
-    doc); with ``html``, the same page as HTML. Returns summary.md's SHA-256."""
+    doc); with ``html``, the same page as HTML. Returns summary.md's SHA-256.
+    ``baselines`` are the ddmin verifications, ``sampling_baselines`` the sampling baselines
+    documents (``baselines/<source>.json``)."""
     del search_logs  # every candidate's statuses are on search.md
     manifest = _load(manifest_path)
     physical_doc = _load(physical[0]) if physical else None
@@ -471,7 +538,9 @@ def write_campaign_summary(
         "",
         "## Sources and canaries",
         "",
-        f"Canary size: {SIZE_MEANING}. Executes: the occurrences the canary replays (reduced "
+        f"Canary size: {SIZE_MEANING}. Byte compression: the normalized source's canonical "
+        "size over the canary's; **not compressed** when the canary is the larger (a trace too "
+        "short to reduce). Executes: the occurrences the canary replays (reduced "
         "execution, weighted) of the source's logical occurrences. Claim: the verifier's, "
         "against the whole source in the simulator. Physical replay: whether the canary and "
         "the full program rank the physical configurations alike on real collectives.",
@@ -489,6 +558,7 @@ def write_campaign_summary(
     lines += timelines_section(timelines, manifest_path)
     lines += rankings_section(source_reports)
     lines += baselines_section(baselines)
+    lines += sampling_baselines_section(sampling_baselines)
     lines += physical_section(physical_doc, physical_source)
     lines += alphabeta_section(alphabeta_fits)
     lines += [

@@ -227,6 +227,15 @@ def derive_calibration(
             klo, khi = drift_bounds.drift_lo_ppb[v], drift_bounds.drift_hi_ppb[v]
             if np.isnan(klo) or np.isnan(khi):
                 lo = hi = np.nan
+        if drift_bounds is not None and v in drift_bounds.unbounded:
+            unknown.append(
+                {
+                    "clock": clock,
+                    "reason": f"with drift fitted, {drift_bounds.unbounded[v]} (reference "
+                    f"{reference!r}); offsets only (--drift none) may still bound it",
+                }
+            )
+            continue
         if np.isnan(lo) or np.isnan(hi):
             sides = []
             if np.isnan(hi):

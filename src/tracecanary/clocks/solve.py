@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import linprog
+from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import NegativeCycleError, csgraph_from_dense, shortest_path
 
 from tracecanary.clocks.constraints import NO_BOUND, ConstraintSet
@@ -133,6 +134,7 @@ class DriftBounds:
     anchor_ns: np.ndarray
     binding: list[list[tuple[int, str]]]
     constraints: int
+    unbounded: dict[int, str]  # per domain left unbounded: what the programs said
 
 
 def _lower_hull(t: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -178,21 +180,22 @@ def solve_drift(cs: ConstraintSet, reference: int) -> DriftBounds:
     col = {v: i for i, v in enumerate(unknowns)}
     nv = len(unknowns)
     # x = [o_v ..., k_v ...] (k in ppb); row: o_b + k_b t_s - o_a - k_a t_e <= e - s
-    A = np.zeros((rows.size, 2 * nv))
     rhs = (e[rows] - s[rows]).astype(np.float64)
+    entries: list[tuple[int, int, float]] = []
     for r, i in enumerate(rows.tolist()):
         ai, bi = int(a[i]), int(b[i])
         if bi != reference:
-            A[r, col[bi]] += 1.0
-            A[r, nv + col[bi]] += t_s[i]
+            entries += [(r, col[bi], 1.0), (r, nv + col[bi], float(t_s[i]))]
         if ai != reference:
-            A[r, col[ai]] -= 1.0
-            A[r, nv + col[ai]] -= t_e[i]
+            entries += [(r, col[ai], -1.0), (r, nv + col[ai], -float(t_e[i]))]
+    r_idx, c_idx, vals = zip(*entries, strict=True) if entries else ((), (), ())
+    A = csr_matrix((vals, (r_idx, c_idx)), shape=(rows.size, 2 * nv))
     bounds = [(None, None)] * (2 * nv)
     out = {name: np.full(D, np.nan) for name in ("olo", "ohi", "klo", "khi")}
     for name in out:
         out[name][reference] = 0.0
     binding: list[list[tuple[int, str]]] = [[] for _ in range(D)]
+    unbounded: dict[int, str] = {}
     for v in unknowns:
         for k, (name, sign) in enumerate((("olo", 1), ("ohi", -1), ("klo", 1), ("khi", -1))):
             c = np.zeros(2 * nv)
@@ -200,6 +203,16 @@ def solve_drift(cs: ConstraintSet, reference: int) -> DriftBounds:
             res = linprog(c, A_ub=A, b_ub=rhs, bounds=bounds, method="highs")
             if res.status == 2:
                 raise InfeasibleClocks(_negative_cycle(cs.bound_ns))
+            if res.status != 0:
+                what = {"olo": "offset from below", "ohi": "offset from above"}.get(
+                    name, "drift from below" if name == "klo" else "drift from above"
+                )
+                unbounded.setdefault(
+                    v,
+                    f"the constraints do not bound its {what}"
+                    if res.status == 3
+                    else f"the linear program failed ({res.message})",
+                )
             if res.status == 0:
                 out[name][v] = sign * res.fun
                 if k < 2:
@@ -207,5 +220,5 @@ def solve_drift(cs: ConstraintSet, reference: int) -> DriftBounds:
                     side = "lower" if name == "olo" else "upper"
                     binding[v] += [(int(i), side) for i in rows[active].tolist()]
     return DriftBounds(
-        out["olo"], out["ohi"], out["klo"], out["khi"], anchor, binding, int(rows.size)
+        out["olo"], out["ohi"], out["klo"], out["khi"], anchor, binding, int(rows.size), unbounded
     )

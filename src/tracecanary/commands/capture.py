@@ -1,4 +1,9 @@
-"""``tracecanary capture --nproc 4 --steps N -o DIR`` (or ``--workload NAME``, a zoo
+"""``tracecanary capture -o DIR -- CMD...``: run the user's own torch.distributed program
+(``python prog.py`` or ``torchrun ...``), unmodified, with ``tracecanary.record`` active
+in every rank, and merge the rank captures into ``DIR/merged.jsonl.gz``
+(``tracecanary.autorecord``).
+
+``tracecanary capture --nproc 4 --steps N -o DIR`` (or ``--workload NAME``, a zoo
 workload, ``tracecanary.zoo``): run a small real torch.distributed
 (gloo, CPU) workload under torch.profiler and write one Kineto trace per rank
 (``DIR/rank<r>.json.gz``) plus ``DIR/capture.json``. See ``tracecanary.capture``.
@@ -9,13 +14,18 @@ Exit codes: 0 ok; 1 the run failed (a rank raised or timed out; nothing written)
 
 from __future__ import annotations
 
+import argparse
+
 from tracecanary.commands import add_force_option
 
 
 def register(sub) -> None:
     p = sub.add_parser(
         "capture",
-        help="capture Kineto traces of a small real gloo workload (one per rank)",
+        help="capture a small real gloo workload under torch.profiler, or record your own "
+        "program: capture -o DIR -- CMD...",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--nproc", type=int, default=4, help="processes (even)")
     p.add_argument(
@@ -38,15 +48,43 @@ def register(sub) -> None:
         "--output",
         required=True,
         metavar="DIR",
-        help="output directory: capture.json and one Kineto trace per rank",
+        help="output directory: capture.json and one Kineto trace per rank "
+        "(with -- CMD: rank<r>.json captures and merged.jsonl.gz)",
     )
     add_force_option(p)
+    p.add_argument(
+        "user_command",
+        nargs=argparse.REMAINDER,
+        metavar="-- CMD",
+        help="record this command (python or torchrun running your program) instead of a "
+        "built-in workload; --timeout applies (default: none, the built-in workload runs)",
+    )
     p.set_defaults(func=run)
+
+
+def _run_user_command(args) -> int:
+    from tracecanary.autorecord.run import run_recorded
+    from tracecanary.errors import InputError
+
+    cmd = args.user_command[1:] if args.user_command[:1] == ["--"] else args.user_command
+    if args.workload is not None:
+        raise InputError("--workload and -- CMD exclude each other", field="workload")
+    doc = run_recorded(cmd, args.output, timeout_s=args.timeout)
+    merged = doc["merged"]
+    print(
+        f"recorded {doc['ranks']} ranks of {' '.join(cmd)} in {doc['wall_s']} s: "
+        f"{merged['events']} events, {merged['collectives']} collectives, skew "
+        f"{merged['skew']['status']} -> {args.output}/{merged['file']}"
+    )
+    return 0
 
 
 def run(args) -> int:
     from tracecanary.capture import CaptureSettings, capture
     from tracecanary.errors import InputError
+
+    if args.user_command:
+        return _run_user_command(args)
 
     if args.workload is not None:
         from tracecanary.zoo.runner import capture_workload

@@ -122,6 +122,7 @@ def _run(args, diagnostics) -> int:
     from tracecanary.canonical import write_json
     from tracecanary.compile import compile_program, parse_budget
     from tracecanary.load import load_program
+    from tracecanary.progress import progress
 
     if args.strict and not args.backends:
         raise InputError("--strict needs --backends", field="backends")
@@ -143,27 +144,39 @@ def _run(args, diagnostics) -> int:
         budget = parse_budget(args.budget, _overrides(args.budget_overrides))
     elif args.budget_overrides:
         raise InputError("--budget-overrides needs --budget", field="budget_overrides")
-    source = load_program(args.input, executed=False)
     policy = None
     if args.max_executed_repeats is not None:
         policy = {"max_executed_repeats": args.max_executed_repeats}
-    canary = compile_program(
-        source,
-        budget=budget,
-        prefix=args.prefix,
-        max_records=args.max_records,
-        execution_policy=policy,
-    )
-    if args.strict:
-        from tracecanary.verify.strict import StrictVerificationFailed, strict_gate
+    stages = ["load", "compile", *(["verify"] if args.strict else []), "write"]
+    with progress(total=len(stages), desc="compile", unit="stage") as bar:  # a terminal only
 
-        try:
-            canary = strict_gate(source, canary, backends, tolerances, source_file=args.input)
-        except StrictVerificationFailed as refusal:
-            for line in refusal.failures:
-                print(line, file=sys.stderr)
-            raise _with_cause(refusal, diagnostics) from None
-    digest = write_json(args.output, canary)
+        def stage(name: str) -> None:
+            bar.set_postfix_str(name)
+            bar.update(stages.index(name) - bar.n)
+
+        stage("load")
+        source = load_program(args.input, executed=False)
+        stage("compile")
+        canary = compile_program(
+            source,
+            budget=budget,
+            prefix=args.prefix,
+            max_records=args.max_records,
+            execution_policy=policy,
+        )
+        if args.strict:
+            from tracecanary.verify.strict import StrictVerificationFailed, strict_gate
+
+            stage("verify")
+            try:
+                canary = strict_gate(source, canary, backends, tolerances, source_file=args.input)
+            except StrictVerificationFailed as refusal:
+                bar.close()
+                for line in refusal.failures:
+                    print(line, file=sys.stderr)
+                raise _with_cause(refusal, diagnostics) from None
+        stage("write")
+        digest = write_json(args.output, canary)
     print(f"canary: {Path(args.output)}")
     print(f"sha256: {digest}")
     print(f"timing_mode: {canary['timing_mode']}")

@@ -14,6 +14,7 @@ NORMALIZED_FORMAT = "tracecanary.normalized/v1"
 INGEST_META_FORMAT = NORMALIZED_FORMAT  # the ingest sidecar (.meta.json) carries this id
 CALIBRATION_FORMAT = "tracecanary.calibration/v1"
 CAPTURE_FORMAT = "tracecanary.capture/v1"
+RECORDED_RUN_FORMAT = "tracecanary.recorded-run/v1"  # capture -- CMD: DIR/capture.json
 GROUPS_FORMAT = "tracecanary.groups/v1"
 
 # the compiler and its receipts
@@ -48,6 +49,7 @@ FORMAT_SCHEMAS: dict[str, str] = {
     INGEST_META_FORMAT: "ingest-meta",
     CALIBRATION_FORMAT: "calibration",
     CAPTURE_FORMAT: "capture",
+    RECORDED_RUN_FORMAT: "recorded-run",
     GROUPS_FORMAT: "groups",
     CANARY_FORMAT: "canary",
     VERIFICATION_FORMAT: "verification",

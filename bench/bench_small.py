@@ -1,0 +1,229 @@
+"""Small inputs: a lossless compile, a replay and a verify-behavior of a 10-collective
+trace, ours beside the public reference implementation of the design
+(iemAnshuman/CommCanary at ``REFERENCE_COMMIT``), each command a fresh process as a user
+or a Snakemake job runs it: wall seconds (median of alternating runs, ours then the
+reference in each round) and peak RSS (``wait4`` of the child).
+
+The input is the reference's own example trace (``examples/traces/llama70b_tp8_trace.json``:
+10 all_reduce collectives over 8 ranks), converted to ``tracecanary.trace/v1`` by
+``to_native`` (one event per rank and collective, ``ts_ns`` = start + the rank's arrival,
+the overlap kept). A last row measures the import floor alone (``import numpy, pandas,
+pyarrow`` beside ``import commcanary.cli``), which is what bounds our small-input time
+and memory.
+
+The reference is used where present, never installed by the benchmark: a source tree
+at ``$TRACECANARY_REFERENCE_SRC`` (default ``/tmp/commcanary``, e.g. ``git archive
+c133ad3`` of a clone) and a Python with it installed at ``$TRACECANARY_REFERENCE_PYTHON``
+(default ``/tmp/commcanary-venv/bin/python``, a scratch venv: ``python -m venv
+/tmp/commcanary-venv && /tmp/commcanary-venv/bin/pip install /tmp/commcanary``). Where
+either is absent its rows say why and measure ours only, on a built-in trace of the
+same shape."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.common import REPO, WORK, row
+
+REFERENCE_COMMIT = "c133ad3"
+REFERENCE_SRC = Path(os.environ.get("TRACECANARY_REFERENCE_SRC", "/tmp/commcanary"))
+REFERENCE_PYTHON = Path(
+    os.environ.get("TRACECANARY_REFERENCE_PYTHON", "/tmp/commcanary-venv/bin/python")
+)
+REFERENCE_TRACE = REFERENCE_SRC / "examples" / "traces" / "llama70b_tp8_trace.json"
+MEMORY_TARGET_MB = 80
+
+
+def reference_missing() -> str | None:
+    """Why the reference cannot run here (None when it can)."""
+    if not REFERENCE_TRACE.is_file():
+        return f"no reference source tree at {REFERENCE_SRC} (set TRACECANARY_REFERENCE_SRC)"
+    if not REFERENCE_PYTHON.is_file():
+        return f"no reference Python at {REFERENCE_PYTHON} (set TRACECANARY_REFERENCE_PYTHON)"
+    probe = subprocess.run(
+        [str(REFERENCE_PYTHON), "-c", "import commcanary.cli"], capture_output=True, check=False
+    )
+    if probe.returncode != 0:
+        return f"commcanary is not importable by {REFERENCE_PYTHON}"
+    return None
+
+
+def builtin_reference_doc() -> dict:
+    """A trace in the reference's format shaped like its example (10 all_reduce of
+    256 KiB over 8 ranks, prefill then decode), for when the reference is absent."""
+    events = []
+    for i in range(10):
+        events.append(
+            {
+                "bytes": 262144,
+                "compute_overlap_us": 30.0 + i,
+                "group": "tp0",
+                "op": "all_reduce",
+                "phase": "prefill" if i < 4 else "decode",
+                "rank_arrival_us": {str(r): round(r * 0.9 + i * 0.1, 3) for r in range(8)},
+                "ranks": list(range(8)),
+                "start_us": 75.0 * i,
+            }
+        )
+    return {"events": events}
+
+
+def to_native(reference_doc: dict) -> dict:
+    """The reference's collective-per-event trace as a ``tracecanary.trace/v1`` document:
+    one event per rank and collective in each rank's order; ``ts_ns`` = (start + the
+    rank's arrival) in ns; ``overlap_ns`` from the compute overlap; one clock domain."""
+    events, groups, seq = [], {}, {}
+    for collective in reference_doc["events"]:
+        ranks = sorted(collective["ranks"])
+        groups.setdefault(collective["group"], ranks)
+        for r in ranks:
+            arrival = collective["rank_arrival_us"][str(r)]
+            events.append(
+                {
+                    "rank": r,
+                    "seq": seq.get(r, 0),
+                    "op": collective["op"],
+                    "bytes": collective["bytes"],
+                    "dtype": "bfloat16",
+                    "group": collective["group"],
+                    "phase": collective["phase"],
+                    "stream": "0",
+                    "ts_ns": round((collective["start_us"] + arrival) * 1000),
+                    "overlap_ns": round(collective["compute_overlap_us"] * 1000),
+                }
+            )
+            seq[r] = seq.get(r, 0) + 1
+    events.sort(key=lambda e: (e["rank"], e["seq"]))
+    world = sorted({r for ranks in groups.values() for r in ranks})
+    return {
+        "format": "tracecanary.trace/v1",
+        "meta": {
+            "world_size": len(world),
+            "source": "bench_small: the reference's example trace, converted",
+            "clock_domains": [{"id": "node0", "host": "node0", "ranks": world}],
+        },
+        "groups": [{"id": g, "ranks": ranks} for g, ranks in groups.items()],
+        "events": events,
+    }
+
+
+def measure(argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MiB) of one command run to completion in a child;
+    RuntimeError naming the command when it fails."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read() if proc.stderr else ""
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])} exited {proc.returncode}: {err[-1500:]}")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def _commands(work: Path, ref_python: str | None) -> dict[str, dict[str, list[str]]]:
+    """Per case: our command line and the reference's (absent without the reference)."""
+    from tracecanary.defaults import default_file
+
+    ours = [sys.executable, "-m", "tracecanary"]
+    backends = str(default_file("backends.yaml"))
+    native, canary = str(work / "trace.json"), str(work / "canary.json")
+    cases = {
+        "compile --lossless": {
+            "ours": ours + ["compile", native, "--lossless", "-o", str(work / "c.json")],
+        },
+        "replay": {
+            "ours": ours + ["replay", canary, "--backends", backends, "-o", str(work / "r.json")],
+        },
+        "verify-behavior": {
+            "ours": ours
+            + ["verify-behavior", native, canary, "--backends", backends]
+            + ["-o", str(work / "v.json")],
+        },
+    }
+    if ref_python is not None:
+        ref = [ref_python, "-m", "commcanary"]
+        trace, ref_canary = str(REFERENCE_TRACE), str(work / "ref_canary.json")
+        out = str(work / "ref_out.json")
+        cases["compile --lossless"]["reference"] = ref + [
+            "compile", trace, "--lossless-timing", "-o", str(work / "ref_c.json"),
+        ]  # fmt: skip
+        cases["replay"]["reference"] = ref + ["replay", ref_canary, "-o", out]
+        cases["verify-behavior"]["reference"] = ref + [
+            "verify-behavior", trace, ref_canary, "-o", out,
+        ]  # fmt: skip
+    return cases
+
+
+def run(quick: bool) -> list[dict]:
+    missing = reference_missing()
+    ref_python = None if missing else str(REFERENCE_PYTHON)
+    work = WORK / "small"
+    work.mkdir(parents=True, exist_ok=True)
+    source = json.loads(REFERENCE_TRACE.read_text()) if missing is None else builtin_reference_doc()
+    (work / "trace.json").write_text(json.dumps(to_native(source), sort_keys=True))
+    # the canaries the replay and verify cases read (this run also warms both sides up)
+    ours = [sys.executable, "-m", "tracecanary"]
+    measure(
+        ours + ["compile", str(work / "trace.json"), "--lossless", "-o", str(work / "canary.json")]
+    )
+    if ref_python is not None:
+        measure(
+            [ref_python, "-m", "commcanary", "compile", str(REFERENCE_TRACE)]
+            + ["--lossless-timing", "-o", str(work / "ref_canary.json")]
+        )
+    cases = _commands(work, ref_python)
+    cases["import floor"] = {"ours": [sys.executable, "-c", "import numpy, pandas, pyarrow"]}
+    if ref_python is not None:
+        cases["import floor"]["reference"] = [ref_python, "-c", "import commcanary.cli"]
+    repeats = 3 if quick else 7
+    samples: dict[str, dict[str, list[tuple[float, float]]]] = {
+        case: {side: [] for side in argvs} for case, argvs in cases.items()
+    }
+    for _ in range(repeats):  # alternating: ours, then the reference, case by case
+        for case, argvs in cases.items():
+            for side, argv in argvs.items():
+                samples[case][side].append(measure(argv))
+    load = os.getloadavg()[0]
+    rows = []
+    for case, sides in samples.items():
+        ours_s = statistics.median(t for t, _ in sides["ours"])
+        ours_mb = max(m for _, m in sides["ours"])
+        ref = sides.get("reference")
+        ref_s = statistics.median(t for t, _ in ref) if ref else None
+        ref_mb = max(m for _, m in ref) if ref else None
+        fast = ref_s is not None and ours_s <= ref_s
+        notes = (
+            f"median of {repeats} alternating runs, each a fresh process; reference peak RSS "
+            f"{ref_mb:.0f} MiB"
+            if ref
+            else f"reference not measured: {missing}"
+        )
+        notes += f"; load average {load:.1f} on {os.cpu_count()} cores"
+        rows.append(
+            row(
+                f"small input (10 collectives, 8 ranks): {case}",
+                round(ours_s, 3),
+                "s",
+                f"CommCanary {REFERENCE_COMMIT} (its own venv)",
+                round(ref_s, 3) if ref_s is not None else None,
+                round(ours_s / ref_s, 2) if ref_s else None,
+                f"<= reference, peak < {MEMORY_TARGET_MB} MiB",
+                bool(fast and ours_mb < MEMORY_TARGET_MB),
+                round(ours_mb, 1),
+                notes,
+            )
+        )
+    return rows
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(quick=True), indent=1))
