@@ -13,7 +13,7 @@ from conftest import REPO, make_tiny_campaign, run_snakemake
 
 @pytest.mark.slow
 def test_campaign_reports_simulator_vs_machine_from_its_own_ladders(tmp_path):
-    make_tiny_campaign(tmp_path, with_alphabeta=False)
+    make_tiny_campaign(tmp_path, events_per_rank=80, with_alphabeta=False)
     config_file = tmp_path / "config" / "tiny.yaml"
     config = yaml.safe_load(config_file.read_text())
     ladder = {"factor": 4, "warmup": 1, "iters": 2, "cycles": 3}
