@@ -140,9 +140,9 @@ def run_snakemake(workdir, *extra, configfile="config/tiny.yaml"):
         str(workdir),
         "--configfile",
         configfile,
+        "--quiet",  # before an option: Snakemake 9's --quiet takes optional values
         "--cores",
         "1",
-        "--quiet",
         *extra,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=workdir)

@@ -18,6 +18,12 @@ NPROC = 4
 STEPS = 3
 TP_GROUPS = ([0, 1], [2, 3])
 DP_GROUPS = ([0, 2], [1, 3])
+TP_ACTIVATION = 8
+"""float32 elements the TP reduce_scatter reduces (and the all_gather rebuilds)."""
+DP_GRADIENT = 16
+"""float32 elements of the DP gradient all_reduce."""
+DP_SCATTER_CHUNK = 4
+"""float32 elements each DP member receives from the scatter."""
 
 
 def _free_port() -> int:
@@ -27,8 +33,20 @@ def _free_port() -> int:
 
 
 def _tp_dp_program(rank: int, dist) -> None:
-    """An ordinary TP x DP step: TP all_reduce and all_gather, DP gradient all_reduce,
-    a DP scatter from the DP group's first rank (non-root members record no dtype)."""
+    """An ordinary TP x DP step with Megatron-style sequence parallelism: the TP
+    row-parallel output is reduce-scattered and the next column-parallel input
+    all-gathered over TP, the DP gradient is all-reduced, and a DP scatter runs from the
+    DP group's first rank (non-root members record no dtype).
+
+    Why sequence parallel rather than a TP all_reduce: gloo runs a group's work on its two
+    run-loop threads, usually alternating, so a TP all_reduce often runs alone on one
+    thread. Nothing a gloo trace holds then tells the world group from the TP group for
+    it (an all_reduce records no group size; every rank issues the same one, so the world
+    group's sequences agree too; the world group's own threads, created first, do no
+    work in the window), and merge rightly refuses in the runs where that thread has the
+    lower id on every rank and the timing happens to overlap. The reduce_scatter and
+    all_gather record the group size (2) in their shapes, as in a real sequence-parallel
+    program, which excludes the world group; thread order then settles TP against DP."""
     import torch
 
     tp = [dist.new_group(g) for g in TP_GROUPS][rank // 2]
@@ -37,15 +55,16 @@ def _tp_dp_program(rank: int, dist) -> None:
     dp_root = DP_GROUPS[rank % 2][0]
     yield  # the profiled window starts here
     for step in range(STEPS):
-        act = torch.full((8,), float(step))
-        dist.all_reduce(act, group=tp)
-        grad = torch.ones(16)
+        act = torch.full((TP_ACTIVATION,), float(step))
+        shard = torch.empty(TP_ACTIVATION // len(TP_GROUPS[0]))
+        dist.reduce_scatter_tensor(shard, act, group=tp)
+        grad = torch.ones(DP_GRADIENT)
         dist.all_reduce(grad, group=dp)
-        full = torch.empty(16)
-        dist.all_gather_into_tensor(full, act, group=tp)
-        shard = torch.empty(4)
-        chunks = [torch.ones(4), torch.ones(4)] if rank == dp_root else None
-        dist.scatter(shard, chunks, src=dp_root, group=dp)
+        full = torch.empty(TP_ACTIVATION)
+        dist.all_gather_into_tensor(full, shard, group=tp)
+        piece = torch.empty(DP_SCATTER_CHUNK)
+        chunks = [torch.ones(DP_SCATTER_CHUNK)] * len(DP_GROUPS[0]) if rank == dp_root else None
+        dist.scatter(piece, chunks, src=dp_root, group=dp)
 
 
 def _fsdp2_tp_program(rank: int, dist) -> None:

@@ -1,6 +1,6 @@
 """Process groups of ordinary gloo programs, from the traces' own evidence, with no change
-to the user's code: a TP x DP program built with ``new_group`` (with a scatter whose
-non-root members record no dtype) and a DeviceMesh 2x2 program with DTensor
+to the user's code: a sequence-parallel TP x DP program built with ``new_group`` (with a
+scatter whose non-root members record no dtype) and a DeviceMesh 2x2 program with DTensor
 ``parallelize_module`` on "tp" and FSDP2 ``fully_shard`` on "dp" are captured here (4
 gloo ranks, torch.profiler), imported, and merged with every collective's group known;
 merge refuses what the evidence does not determine and an incomplete capture set."""
@@ -11,7 +11,15 @@ import json
 from pathlib import Path
 
 import pytest
-from gloo_programs import DP_GROUPS, STEPS, TP_GROUPS, capture_program, import_all, write_same_host
+from gloo_programs import (
+    DP_GROUPS,
+    DP_SCATTER_CHUNK,
+    STEPS,
+    TP_GROUPS,
+    capture_program,
+    import_all,
+    write_same_host,
+)
 
 from tracecanary.canonical import write_json
 from tracecanary.trace_io import write_trace
@@ -52,11 +60,18 @@ def test_tp_dp_program_merges_with_every_group_known_from_the_traces(tp_dp, run_
     assert not any(e["group"].startswith("unknown:") for e in doc["events"])
     for e in doc["events"]:
         members = groups[e["group"]]
-        if e["op"] == "all_reduce" and e["bytes"] == 8 * 4 or e["op"] == "all_gather":
+        if e["op"] in ("reduce_scatter", "all_gather"):  # the sequence-parallel TP pair
             assert members in TP_GROUPS, e
-        else:  # 16-float gradient all_reduce and the scatter
+        else:  # the gradient all_reduce and the scatter
+            assert e["op"] in ("all_reduce", "custom:scatter"), e
             assert members in DP_GROUPS, e
         assert e["rank"] in members
+    assert {e["op"] for e in doc["events"]} == {
+        "reduce_scatter",
+        "all_gather",
+        "all_reduce",
+        "custom:scatter",
+    }
     notes = " ".join(doc["meta"]["notes"])
     assert "resolved at merge by cross-rank matching" in notes
 
@@ -64,7 +79,7 @@ def test_tp_dp_program_merges_with_every_group_known_from_the_traces(tp_dp, run_
 def test_non_root_scatter_dtype_is_filled_from_its_collective(tp_dp, run_cli):
     non_root = [json.loads(p.read_text()) for p in tp_dp["imports"]][2]  # rank 2: DP non-root
     unfilled = non_root["meta"]["kineto"]["unfilled"]
-    assert len(unfilled) == STEPS and {u["elements"] for u in unfilled} == {4}
+    assert len(unfilled) == STEPS and {u["elements"] for u in unfilled} == {DP_SCATTER_CHUNK}
     out = tp_dp["base"] / "merged-fill.json"
     assert (
         run_cli("merge", *tp_dp["imports"], "--calibration", tp_dp["calibration"], "-o", out)[0]
@@ -72,11 +87,9 @@ def test_non_root_scatter_dtype_is_filled_from_its_collective(tp_dp, run_cli):
     )
     _, doc = _groups_of(out)
     scatters = [e for e in doc["events"] if e["op"] == "custom:scatter"]
+    chunk_bytes = DP_SCATTER_CHUNK * 4  # float32
     assert {(e["rank"], e["dtype"], e["bytes"]) for e in scatters} == {
-        (0, "float32", 16),
-        (2, "float32", 16),
-        (1, "float32", 16),
-        (3, "float32", 16),
+        (rank, "float32", chunk_bytes) for rank in range(4)
     }
     assert "taken from the other members of the same matched collective" in " ".join(
         doc["meta"]["notes"]
@@ -86,7 +99,8 @@ def test_non_root_scatter_dtype_is_filled_from_its_collective(tp_dp, run_cli):
 def _without_thread_evidence(paths: list[Path], out: Path) -> list[Path]:
     """The same imports with the thread ids taken out of every identity's name (as if
     the trace named threads without numbers): without thread order and counts, and
-    without a calibration, sequences alone cannot tell a TP all_reduce from a world one."""
+    without a calibration, sequences alone cannot tell the DP gradient all_reduce (which
+    records no group size) from a world one."""
     written = []
     for path in paths:
         doc = json.loads(path.read_text())

@@ -10,10 +10,23 @@ import pytest
 import yaml
 from conftest import REPO, make_tiny_campaign, run_snakemake
 
+from tracecanary.canonical import write_json
+from tracecanary.synth.decode import DecodeSpec, build_decode
+from tracecanary.trace_io import write_trace
+
 
 @pytest.mark.slow
 def test_campaign_reports_simulator_vs_machine_from_its_own_ladders(tmp_path):
-    make_tiny_campaign(tmp_path, events_per_rank=80, with_alphabeta=False)
+    make_tiny_campaign(tmp_path, with_alphabeta=False)
+    # the tiny campaign's decode captures, sized for replay on CPUs (resources/decode-small's
+    # shape: 2 layers, hidden 1024, 512-token prompt), one request of ~200 collectives per rank
+    docs, calibration = build_decode(
+        DecodeSpec(events_per_rank=200, layers=2, hidden=1024, requests=1, prompt_tokens=512,
+                   tail_windows=1)
+    )  # fmt: skip
+    for rank, doc in enumerate(docs):
+        write_trace(doc, tmp_path / "resources" / f"rank{rank}.jsonl.gz")
+    write_json(tmp_path / "resources" / "calibration.json", calibration)
     config_file = tmp_path / "config" / "tiny.yaml"
     config = yaml.safe_load(config_file.read_text())
     ladder = {"factor": 4, "warmup": 1, "iters": 2, "cycles": 3}
@@ -54,7 +67,14 @@ def test_campaign_reports_simulator_vs_machine_from_its_own_ladders(tmp_path):
             m = sim["programs"][program]["metrics"][metric]
             assert m["decided_pairs"] + m["undetermined_pairs"] == m["pairs"] == 1
     assert report["gate"]["status"] in ("pass", "fail", "warning")
-    # rounds: each replay job after the previous one, the order rotated per round
-    prov = tmp_path / "results/tiny/provenance/replay_physical/decode/native/rep2.json"
-    inputs = json.dumps(json.loads(prov.read_text()))
-    assert "replay_physical/decode/fused64k/rep1.json" in inputs
+
+    # rounds, the order rotated per round: native fused64k | fused64k native | native ...
+    def after(config: str, rep: int) -> list[str]:
+        prov = tmp_path / f"results/tiny/provenance/replay_physical/decode/{config}/rep{rep}.json"
+        inputs = json.loads(prov.read_text())["predicate"]["inputs"]
+        return [i["path"].rsplit("decode/", 1)[1] for i in inputs if i["name"] == "after"]
+
+    assert after("native", 1) == [] and after("fused64k", 1) == ["native/rep1.json"]
+    assert after("fused64k", 2) == ["fused64k/rep1.json"]
+    assert after("native", 2) == ["fused64k/rep2.json"]
+    assert after("native", 3) == ["native/rep2.json"]
