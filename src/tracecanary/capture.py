@@ -85,6 +85,19 @@ class Layout:
     p2p: tuple[tuple[int, int], ...]  # (src, dst) pipeline hand-offs
 
 
+def capture_environment() -> dict:
+    """What a live gloo capture ran on, as ``capture.json`` records it."""
+    return {
+        "torch": importlib.metadata.version("torch"),
+        "python": platform.python_version(),
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "backend": "gloo",
+        "master_addr": "127.0.0.1",
+        "profiler": "torch.profiler.profile(activities=[CPU], record_shapes=True)",
+    }
+
+
 def layout_for(nproc: int) -> Layout:
     """Tensor-parallel pairs x pipeline stages for ``nproc`` ranks (even, >= 2)."""
     if nproc < 2 or nproc % 2:
@@ -144,15 +157,7 @@ def capture(out_dir: str | os.PathLike, settings: CaptureSettings) -> dict:
                 + [{"desc": f"tp{s}", "ranks": list(g)} for s, g in enumerate(layout.tp_groups)],
                 "p2p": [list(pair) for pair in layout.p2p],
             },
-            "environment": {
-                "torch": importlib.metadata.version("torch"),
-                "python": platform.python_version(),
-                "host": socket.gethostname(),
-                "platform": platform.platform(),
-                "backend": "gloo",
-                "master_addr": "127.0.0.1",
-                "profiler": "torch.profiler.profile(activities=[CPU], record_shapes=True)",
-            },
+            "environment": capture_environment(),
             "files": files,
             "import_check": check,
             "wall_s": round(time.perf_counter() - started, 3),

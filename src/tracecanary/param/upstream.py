@@ -45,7 +45,12 @@ from tracecanary.param.target import UPSTREAM_TARGET, check_program_for_upstream
 from tracecanary.physical import archive
 from tracecanary.physical.environment import launcher_record
 from tracecanary.physical.launch import Topology, launch
-from tracecanary.physical.replay import check_run_params, input_record, staging_dir
+from tracecanary.physical.replay import (
+    check_program_set,
+    check_run_params,
+    input_record,
+    staging_dir,
+)
 
 REPLAYER_MODULE = "param_bench.train.comms.pt.commsTraceReplay"  # as PARAM's setup.py installs it
 REPLAYER_FILE = Path("train/comms/pt/commsTraceReplay.py")
@@ -204,25 +209,8 @@ def param_command(export_dir: Path, results: Path, *, backend: str, iters: int, 
 
 
 def _check_program(programs, export_dir: Path, topology: Topology, use_timestamps: bool) -> None:
-    world_size = len(programs)
-    if topology.world_size != world_size:
-        raise InputError(
-            f"{world_size} rank files but --nproc {topology.nproc} x --nnodes {topology.nnodes} "
-            f"= {topology.world_size} ranks",
-            file=str(export_dir),
-        )
+    check_program_set(programs, export_dir, topology, use_timestamps)
     check_program_for_upstream(programs)
-    if use_timestamps:
-        for prog in programs:
-            ops = prog.ops[prog.ops["executes"]]
-            missing = ops[ops["start_time_ns"] < 0]
-            if len(missing):
-                raise InputError(
-                    "--use-timestamps needs startTime_ns on every op",
-                    file=prog.path,
-                    record=int(missing["entry"].iloc[0]),
-                    field="startTime_ns",
-                )
 
 
 def replay_param(

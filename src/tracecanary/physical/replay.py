@@ -84,6 +84,28 @@ def check_run_params(warmup: int, iters: int, timeout_s: float, topology: Topolo
         raise InputError(f"must be in [0, {topology.nnodes})", field="--node-rank")
 
 
+def check_program_set(programs, program_dir, topology, use_timestamps: bool) -> None:
+    """Refuse (InputError) a program set that does not fit the launch: one rank file per
+    launched rank, and a start time on every executed op when replaying timestamps."""
+    if topology.world_size != len(programs):
+        raise InputError(
+            f"{len(programs)} rank files but --nproc {topology.nproc} x --nnodes "
+            f"{topology.nnodes} = {topology.world_size} ranks",
+            file=str(program_dir),
+        )
+    if use_timestamps:
+        for prog in programs:
+            ops = prog.ops[prog.ops["executes"]]
+            missing = ops[ops["start_time_ns"] < 0]
+            if len(missing):
+                raise InputError(
+                    "--use-timestamps needs startTime_ns on every op",
+                    file=prog.path,
+                    record=int(missing["entry"].iloc[0]),
+                    field="startTime_ns",
+                )
+
+
 def replay_physical(
     program_dir: str | Path,
     out: str | Path,
@@ -108,24 +130,8 @@ def replay_physical(
     except ValueError as err:
         raise InputError(str(err), field="--fault") from err
     programs = load_program_dir(program_dir, backend=backend)
+    check_program_set(programs, program_dir, topology, use_timestamps)
     world_size = len(programs)
-    if topology.world_size != world_size:
-        raise InputError(
-            f"{world_size} rank files but --nproc {topology.nproc} x --nnodes {topology.nnodes} "
-            f"= {topology.world_size} ranks",
-            file=str(program_dir),
-        )
-    if use_timestamps:
-        for prog in programs:
-            ops = prog.ops[prog.ops["executes"]]
-            missing = ops[ops["start_time_ns"] < 0]
-            if len(missing):
-                raise InputError(
-                    "--use-timestamps needs startTime_ns on every op",
-                    file=prog.path,
-                    record=int(missing["entry"].iloc[0]),
-                    field="startTime_ns",
-                )
     config = resolve_config(configs_path, config_name, backend)
     config_record = {**config, "source": str(configs_path)}
     if backend == "nccl":

@@ -13,10 +13,8 @@ directory, so a capture whose process groups the evidence cannot settle fails he
 from __future__ import annotations
 
 import datetime
-import importlib.metadata
 import multiprocessing
 import os
-import platform
 import socket
 import sys
 import tempfile
@@ -25,6 +23,7 @@ import traceback
 from pathlib import Path
 
 from tracecanary.canonical import atomic_output, sha256_file, write_json
+from tracecanary.capture import capture_environment
 from tracecanary.errors import InputError, RunFailed, TraceCanaryError
 from tracecanary.formats.ids import CALIBRATION_FORMAT, CAPTURE_FORMAT
 from tracecanary.zoo.programs import WORKLOADS
@@ -83,15 +82,7 @@ def capture_workload(
                 "timeout_s": timeout_s,
             },
             "layout": workload.layout,
-            "environment": {
-                "torch": importlib.metadata.version("torch"),
-                "python": platform.python_version(),
-                "host": socket.gethostname(),
-                "platform": platform.platform(),
-                "backend": "gloo",
-                "master_addr": "127.0.0.1",
-                "profiler": "torch.profiler.profile(activities=[CPU], record_shapes=True)",
-            },
+            "environment": capture_environment(),
             "files": files,
             "import_check": check,
             "wall_s": round(time.perf_counter() - started, 3),
