@@ -252,3 +252,30 @@ def test_simulator_agreement_not_computed_names_the_missing_evidence(tmp_path):
     assert sim["status"] == "not_computed" and sim["reason"].endswith("fused64k")
     no_backends = build_physical_report(attempts)["simulator_agreement"]
     assert "no calibrated backends file" in no_backends["reason"]
+
+
+@pytest.mark.parametrize("repetitions", [1, 3])
+def test_physical_report_validates_against_its_packaged_schema(tmp_path, repetitions):
+    from tracecanary.formats.schemas import validate
+    from tracecanary.physical.report import write_physical
+
+    attempts = []
+    for config in ("a", "b"):
+        for rep in range(1, repetitions + 1):
+            attempts.append(
+                _archive(
+                    tmp_path, "canary", config, rep, [100 + rep, 200], weight=5.0, pass_ns=1_000_000
+                )
+            )
+            attempts.append(
+                _archive(tmp_path, "full", config, rep, [100, 200 + rep] * 5, pass_ns=4_000_000)
+            )
+    report = write_physical(
+        str(tmp_path / "physical.json"), str(tmp_path / "physical.md"), attempts, "src"
+    )
+    on_disk = json.loads((tmp_path / "physical.json").read_text())
+    validate(on_disk, "physical-report", file="physical.json")
+    assert on_disk["format"] == report["format"] == "tracecanary.physical-report/v1"
+    bad = {**on_disk, "gate": {**on_disk["gate"], "status": "maybe"}}
+    with pytest.raises(Exception, match="gate"):
+        validate(bad, "physical-report", file="physical.json")

@@ -63,6 +63,7 @@ FORMAT_SCHEMAS: dict[str, str] = {
     PARAM_EXPORT_FORMAT: "param-export",
     ATTEMPT_FORMAT: "attempt",
     ENVIRONMENT_FORMAT: "environment",
+    PHYSICAL_REPORT_FORMAT: "physical-report",
     ALPHABETA_FORMAT: "alphabeta",
     MANIFEST_FORMAT: "manifest",
 }

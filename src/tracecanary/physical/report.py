@@ -48,6 +48,7 @@ import pyarrow.parquet as pq
 
 from tracecanary.canonical import write_json, write_text
 from tracecanary.formats.ids import PHYSICAL_REPORT_FORMAT
+from tracecanary.formats.schemas import validate
 from tracecanary.sim.metrics import weighted_quantile_values
 from tracecanary.sim.ranking import DEFAULT_TIE_TOLERANCE, RANKING_METRICS, decide
 
@@ -539,6 +540,7 @@ def write_physical(
         report["replayers"] = side_by_side([*attempts, *param_attempts])
         lines += side_by_side_markdown(report["replayers"])
     report["summary_lines"] = lines
+    validate(report, "physical-report", file=report_json)  # the contract, before writing
     write_json(report_json, report)
     write_text(report_md, "\n".join([f"# Physical campaign: {source}", ""] + lines))
     return report
