@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracecanary.errors import InputError
+from tracecanary.formats.vocab import COLLECTIVES
 from tracecanary.program import make_program
 from tracecanary.sim.backends import backends_from_content, load_backends
 from tracecanary.sim.engine import ABLATIONS, prepare, simulate
@@ -24,16 +25,7 @@ DEFAULT_BACKENDS = load_backends(REPO / "config" / "backends.yaml")
 
 GROUPS = {"g4": [0, 1, 2, 3], "g2": [0, 1], "g3": [1, 2, 3], "solo": [2]}
 P2P = {"p2p:0->1": [0, 1], "p2p:3->2": [2, 3]}
-OPS = [
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "all_to_all",
-    "broadcast",
-    "reduce",
-    "barrier",
-    "custom:moe_dispatch",
-]
+OPS = [*COLLECTIVES, "barrier", "custom:moe_dispatch"]  # every group op, one custom
 
 
 def one_config(
