@@ -170,3 +170,16 @@ def test_sources_table_says_not_compressed_for_a_canary_larger_than_its_short_so
     }
     assert "**not compressed** (canary larger)" in rows["short"]
     assert "not compressed" not in rows["adversarial"]
+
+
+def test_rollout_gate_row_names_the_compared_pair_even_when_nothing_tripped(tmp_path):
+    from tracecanary.campaign.summary import verdicts_section
+
+    verdict = {
+        "verdict": "pass",
+        "tripped": [],
+        "comparisons": [{"baseline_config": "baseline", "candidate_config": "upgrade"}],
+    }
+    (tmp_path / "src.json").write_text(json.dumps(verdict))
+    row = [line for line in verdicts_section([tmp_path / "src.json"]) if line.startswith("| src")]
+    assert row == ["| src | baseline -> upgrade | **pass** | none |"]

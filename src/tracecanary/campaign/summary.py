@@ -361,7 +361,7 @@ def verdicts_section(verdicts) -> list[str]:
     for path in verdicts:
         doc = _load(path)
         tripped = doc.get("tripped", [])
-        pair = {(t["baseline_config"], t["candidate_config"]) for t in tripped}
+        pair = {(c["baseline_config"], c["candidate_config"]) for c in doc.get("comparisons", [])}
         names = ", ".join(
             f"{t['metric']} {'+' if t['relative'] >= 0 else ''}{percent(t['relative'])} "
             f"(limit {t['threshold'].split('=')[-1]})"
