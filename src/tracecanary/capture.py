@@ -139,7 +139,7 @@ def capture(out_dir: str | os.PathLike, settings: CaptureSettings) -> dict:
         ]
         for p in procs:
             p.start()
-        _join_all(procs, settings.timeout_s, Path(tmp))
+        join_all(procs, settings.timeout_s, Path(tmp))
         files = {}
         for rank in range(settings.nproc):
             path = Path(tmp) / f"rank{rank}.json.gz"
@@ -185,7 +185,9 @@ def _import_check(tmp: Path, nproc: int, out_dir) -> dict:
     return {"collectives": collectives, "unknown_groups": 0}
 
 
-def _join_all(procs: list, timeout_s: float, tmp: Path) -> None:
+def join_all(procs: list, timeout_s: float, tmp: Path, what: str = "capture") -> None:
+    """Wait for every rank process; RunFailed naming the first failed rank (with the last
+    line of its ``error-rank<r>.txt``) or the timeout. Every process is ended on return."""
     deadline = time.monotonic() + timeout_s
     try:
         while True:
@@ -196,7 +198,7 @@ def _join_all(procs: list, timeout_s: float, tmp: Path) -> None:
             if not alive:
                 return
             if time.monotonic() > deadline:
-                raise RunFailed(f"capture did not finish within {timeout_s} s")
+                raise RunFailed(f"{what} did not finish within {timeout_s} s")
             alive[0].join(timeout=0.1)
     finally:
         for p in procs:

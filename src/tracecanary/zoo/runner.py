@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 
 from tracecanary.canonical import atomic_output, sha256_file, write_json
-from tracecanary.capture import capture_environment
+from tracecanary.capture import capture_environment, join_all
 from tracecanary.errors import InputError, RunFailed, TraceCanaryError
 from tracecanary.formats.ids import CALIBRATION_FORMAT, CAPTURE_FORMAT
 from tracecanary.zoo.programs import WORKLOADS
@@ -62,7 +62,7 @@ def capture_workload(
         ]
         for p in procs:
             p.start()
-        _join_all(procs, timeout_s, Path(tmp))
+        join_all(procs, timeout_s, Path(tmp), what="workload")
         files = {}
         for r in range(NPROC):
             path = Path(tmp) / f"rank{r}.json.gz"
@@ -129,39 +129,6 @@ def _import_check(tmp: Path, out_dir) -> dict:
                 f"the captured traces do not merge: {err.one_line()}", file=str(out_dir)
             ) from None
     return {"collectives": summary["events"], "unknown_groups": 0}
-
-
-def _join_all(procs: list, timeout_s: float, tmp: Path) -> None:
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:
-            failed = [p for p in procs if p.exitcode not in (None, 0)]
-            if failed:
-                rank = procs.index(failed[0])
-                err = tmp / f"error-rank{rank}.txt"
-                last = (
-                    err.read_text(errors="replace").strip().splitlines()[-1:]
-                    if err.is_file()
-                    else []
-                )
-                raise RunFailed(
-                    f"rank {rank} failed (exit code {failed[0].exitcode})"
-                    + (f": {last[0]}" if last else "")
-                )
-            if all(p.exitcode == 0 for p in procs):
-                return
-            if time.monotonic() > deadline:
-                raise RunFailed(f"workload did not finish within {timeout_s} s")
-            next(p for p in procs if p.exitcode is None).join(timeout=0.1)
-    finally:
-        for p in procs:
-            if p.exitcode is None:
-                p.terminate()
-        for p in procs:
-            p.join(timeout=5)
-            if p.exitcode is None:
-                p.kill()
-                p.join()
 
 
 def _worker(name: str, rank: int, steps: int, port: int, out: str, timeout_s: float) -> None:
