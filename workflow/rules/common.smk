@@ -33,10 +33,18 @@ def get_ingest_input(wildcards):
     return {"trace": f"results/{CAMPAIGN}/merge/{wildcards.source}.jsonl.gz"}  # captures, live_capture
 
 
+def captures_calibration(source):
+    """A captures source's calibration: its file, or the one calibrate.smk derives."""
+    calibration = SOURCES[source]["calibration"]
+    if calibration == "derived":
+        return f"results/{CAMPAIGN}/calibration/derived/{source}.json"
+    return calibration
+
+
 def get_merge_input(wildcards):
     src = source_of(wildcards)
     if src["kind"] == "captures":
-        return {"captures": src["captures"], "calibration": src["calibration"]}
+        return {"captures": src["captures"], "calibration": captures_calibration(wildcards.source)}
     if src["kind"] == "live_capture":
         return {"captures": f"results/{CAMPAIGN}/import/{wildcards.source}", "calibration": src["calibration"]}
     if src["kind"] == "kineto":  # see kineto.smk
@@ -52,6 +60,12 @@ EXTERNAL = {
 ALPHABETA = {
     lid: {**a, "path": f"results/{CAMPAIGN}/external/{lid}.txt"} for lid, a in EXTERNAL.items()
 }
+
+
+# captures sources whose clocks are derived from their own happens-before order (calibrate.smk)
+DERIVED_CALIBRATION = [
+    sid for sid, src in SOURCES.items() if src["kind"] == "captures" and src["calibration"] == "derived"
+]
 
 
 def provenance_of(rule, **wildcards):
@@ -78,6 +92,7 @@ def provenance_targets(wildcards):
     targets += provenance_of("merge", source=sources_of_kind("captures", "live_capture", "kineto"))
     targets += provenance_of("import_kineto_traces", source=sources_of_kind("kineto"))
     targets += provenance_of("same_host_calibration", source=[s for s in sources_of_kind("kineto") if SOURCES[s].get("same_host")])
+    targets += provenance_of("calibrate_clocks", source=DERIVED_CALIBRATION)
     targets += provenance_of("capture_kineto", source=sources_of_kind("live_capture"))
     targets += provenance_of("import_kineto", source=sources_of_kind("live_capture"))
     targets += provenance_of("reduce_baseline", source=REDUCED)

@@ -78,6 +78,13 @@ def same_host_calibration(job) -> None:
     write_same_host_calibration(job.input.imported, job.output.calibration)
 
 
+def calibrate_clocks(job) -> None:
+    from tracecanary.canonical import write_json
+    from tracecanary.clocks.derive import calibrate_captures
+
+    write_json(job.output.calibration, calibrate_captures(list(job.input.captures)))
+
+
 def merge(job) -> None:
     from tracecanary.merge import merge_captures
 
@@ -375,6 +382,7 @@ STAGES: dict[str, Callable[[Any], None]] = {
         import_kineto,
         import_kineto_traces,
         same_host_calibration,
+        calibrate_clocks,
         merge,
         ingest,
         compile,
