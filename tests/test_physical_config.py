@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from tracecanary.errors import InputError
-from tracecanary.physical.config import load_configs, resolve_config
 from tracecanary.formats.schemas import load_schema
+from tracecanary.physical.config import load_configs, resolve_config
 
 SHIPPED = Path(__file__).resolve().parents[1] / "config" / "physical.yaml"
 

@@ -12,6 +12,7 @@ import pytest
 
 from tracecanary.cli import main
 from tracecanary.errors import InputError
+from tracecanary.formats.schemas import load_schema
 from tracecanary.physical.sweep import (
     bus_factor,
     format_table,
@@ -19,7 +20,6 @@ from tracecanary.physical.sweep import (
     parse_size,
     table_from_rows,
 )
-from tracecanary.formats.schemas import load_schema
 
 SWEEP_COLUMNS = [
     ("collective", pa.string()),

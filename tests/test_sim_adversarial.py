@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from tracecanary.canonical import canonical_json_bytes
-from tracecanary.program import make_program
 from tracecanary.formats.schemas import validate
+from tracecanary.program import make_program
 from tracecanary.sim.backends import load_backends
 from tracecanary.sim.ranking import decision_mismatches, decisions
 from tracecanary.sim.report import workload_metrics

@@ -12,8 +12,8 @@ import pytest
 
 from tracecanary.canonical import canonical_json_bytes, sha256_file, write_json
 from tracecanary.cli import main
-from tracecanary.program import make_program
 from tracecanary.formats.schemas import validate
+from tracecanary.program import make_program
 from tracecanary.sim import samples
 from tracecanary.sim.backends import load_backends
 from tracecanary.sim.report import build_report, verify_report

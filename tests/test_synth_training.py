@@ -11,9 +11,9 @@ import pytest
 
 from tracecanary.canonical import canonical_json_bytes, sha256_file
 from tracecanary.cli import main
+from tracecanary.formats.schemas import validate
 from tracecanary.ingest import ingest_files
 from tracecanary.load import load_program
-from tracecanary.formats.schemas import validate
 from tracecanary.synth.training import write_training
 
 

@@ -287,7 +287,9 @@ def build_program(
         else ev["issue_ns"].to_numpy(np.int64)
     )
     if clock_map is not None:
-        mapped = SkewStatus(True, uncertainty_ns=mapped_skew_uncertainty_ns(clock_map, sorted(seen)))
+        mapped = SkewStatus(
+            True, uncertainty_ns=mapped_skew_uncertainty_ns(clock_map, sorted(seen))
+        )
         one_clock = {r: "reference" for r in seen}
         status = decide_skew(one_clock, sorted(seen), groups, mapped.to_json())
         arrival = clock_map.to_reference(rank, local)
