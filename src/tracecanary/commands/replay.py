@@ -32,13 +32,38 @@ def register(sub) -> None:
         "--ablate",
         action="append",
         default=[],
-        metavar="skew|overlap|order|tail",
-        help="remove one preservation mechanism (repeatable; default: none removed)",
+        metavar="ABLATION",
+        help="simulator control (repeatable; default none): skew, overlap, order, tail remove a "
+        "preserved mechanism; no_queue_reset, compute_pressure, observed_latency change one "
+        "model equation (docs/simulator.md)",
     )
     p.add_argument(
         "--isolated",
         action="store_true",
         help="also replay each signature alone (nccl-tests style) and rank by it",
+    )
+    p.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also replay N times under seeded noise and report per-metric intervals "
+        "(docs/simulator.md, noise model; default: no noise replay)",
+    )
+    p.add_argument("--seed", type=int, default=None, metavar="S", help="noise seed (default 0)")
+    p.add_argument(
+        "--service-jitter",
+        type=float,
+        default=None,
+        metavar="REL",
+        help="relative half-width j of the per-op service multiplier 1 + j*U[-1,1) (default 0.05)",
+    )
+    p.add_argument(
+        "--arrival-jitter-ns",
+        type=int,
+        default=None,
+        metavar="A",
+        help="largest per-op arrival delay, uniform on 0..A ns (default 0)",
     )
     p.add_argument(
         "--tie-tolerance",
@@ -103,6 +128,7 @@ def run(args) -> int:
     if not Path(args.input).is_file():
         raise InputError(not_a_file_reason(args.input), file=args.input)
     ablations = normalize_ablations(args.ablate)
+    noise = _noise(args)
     backends = load_backends(args.backends)
     backends.select(args.config, file=args.backends or "backends.yaml (shipped default)")
     program = load_program(args.input)
@@ -114,8 +140,35 @@ def run(args) -> int:
         ablations=ablations,
         isolated=args.isolated,
         tie_tolerance=args.tie_tolerance,
+        noise=noise,
     )
     digest = write_json(args.output, report)
     print(summary_table(report))
     print(f"report -> {args.output} sha256:{digest}", file=sys.stderr)
     return 0
+
+
+def _noise(args):
+    """Noise settings from the options; None without --iterations (a noise option given
+    without --iterations is refused rather than silently ignored)."""
+    from tracecanary.errors import InputError
+    from tracecanary.sim import noise
+
+    extras = {
+        "seed": args.seed,
+        "service_jitter": args.service_jitter,
+        "arrival_jitter_ns": args.arrival_jitter_ns,
+    }
+    if args.iterations is None:
+        given = [k for k, v in extras.items() if v is not None]
+        if given:
+            raise InputError(f"--{given[0].replace('_', '-')} needs --iterations", field=given[0])
+        return None
+    return noise.noise_settings(
+        args.iterations,
+        0 if args.seed is None else args.seed,
+        noise.DEFAULT_SERVICE_JITTER if args.service_jitter is None else args.service_jitter,
+        noise.DEFAULT_ARRIVAL_JITTER_NS
+        if args.arrival_jitter_ns is None
+        else args.arrival_jitter_ns,
+    )

@@ -18,7 +18,7 @@ Guarantees:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -28,6 +28,13 @@ from tracecanary.program import Program
 from tracecanary.sim.backends import BackendConfig
 
 ABLATIONS: tuple[str, ...] = ("skew", "overlap", "order", "tail")
+# Model ablations (docs/simulator.md, "Model ablations"): they change one equation of the
+# model instead of removing a preserved mechanism of the program.
+MODEL_ABLATIONS: tuple[str, ...] = ("no_queue_reset", "compute_pressure", "observed_latency")
+ALL_ABLATIONS: tuple[str, ...] = ABLATIONS + MODEL_ABLATIONS
+# Under ``compute_pressure`` compute overlapping a collective hides only this share of
+# what it hides otherwise (the overlap efficiency is multiplied by it).
+COMPUTE_PRESSURE_EFFICIENCY_FACTOR = 0.5
 
 # Cost kinds of the collectives; ``custom:<name>`` ops are served as a single generic
 # transfer (one step, bus factor 1) and the report lists them.
@@ -95,6 +102,8 @@ class Prepared:
     skew_reason: str | None
     ablations: tuple[str, ...]
     custom_ops: tuple[str, ...]
+    observed_latency_ns: np.ndarray  # the trace's measured latency; 0 where not measured
+    has_observed_latency: np.ndarray
 
     @property
     def n(self) -> int:
@@ -119,9 +128,9 @@ def normalize_ablations(ablations) -> tuple[str, ...]:
     """Sorted, de-duplicated ablations; InputError for an unknown one."""
     out = sorted(set(ablations or ()))
     for a in out:
-        if a not in ABLATIONS:
+        if a not in ALL_ABLATIONS:
             raise InputError(
-                f"unknown ablation {a!r} (known: {', '.join(ABLATIONS)})", field="ablate"
+                f"unknown ablation {a!r} (known: {', '.join(ALL_ABLATIONS)})", field="ablate"
             )
     return tuple(out)
 
@@ -173,7 +182,8 @@ def prepare(program: Program, ablations=()) -> Prepared:
     occurrences (the others keep their issue times); ``order`` stably sorts the
     remaining occurrences by signature id while issue times stay in place (each
     occurrence's own attributes, skews and overlap travel with it); ``skew`` sets every
-    skew to 0; ``overlap`` removes all compute overlap.
+    skew to 0; ``overlap`` removes all compute overlap. The model ablations
+    (``MODEL_ABLATIONS``) act in ``simulate``.
     """
     abl = normalize_ablations(ablations)
     occ_df = program.occurrences
@@ -314,6 +324,10 @@ def prepare(program: Program, ablations=()) -> Prepared:
         skew_reason=program.skew_reason if skew_status == "unknown" else None,
         ablations=abl,
         custom_ops=custom,
+        observed_latency_ns=np.where(
+            occ_df["has_latency"].to_numpy(bool), occ_df["latency_ns"].to_numpy(np.int64), 0
+        ).astype(np.int64)[perm],
+        has_observed_latency=occ_df["has_latency"].to_numpy(bool)[perm],
     )
 
 
@@ -378,8 +392,25 @@ def channel_fifo(ready_ns: np.ndarray, service_ns: np.ndarray, channel: np.ndarr
     return prior + slack
 
 
-def simulate(prep: Prepared, config: BackendConfig) -> SimResult:
-    """Simulate every occurrence of ``prep`` under ``config`` (see module doc)."""
+def simulate(
+    prep: Prepared,
+    config: BackendConfig,
+    *,
+    service_factor: np.ndarray | None = None,
+    arrival_delay_ns: np.ndarray | None = None,
+) -> SimResult:
+    """Simulate every occurrence of ``prep`` under ``config`` (see module doc).
+
+    Noise hooks (``sim.noise``; both None = the plain, noise-free model): the float64
+    service time is multiplied by ``service_factor`` before rounding, and each
+    occurrence's issue and ready times are delayed by ``arrival_delay_ns`` (int64 >= 0).
+    """
+    if arrival_delay_ns is not None:
+        prep = replace(
+            prep,
+            issue_ns=prep.issue_ns + arrival_delay_ns,
+            ready_ns=prep.ready_ns + arrival_delay_ns,
+        )
     base, choice = base_service_ns(prep, config)
     overlap_f = prep.overlap_ns.astype(np.float64)
     contended = prep.has_overlap & (base > 0)
@@ -387,11 +418,22 @@ def simulate(prep: Prepared, config: BackendConfig) -> SimResult:
     np.divide(overlap_f, base, out=frac, where=contended)
     frac = np.minimum(1.0, frac)
     service_f = np.where(contended, base * (1.0 + config.contention * frac), base)
+    if service_factor is not None:
+        service_f = service_f * service_factor
     service = np.rint(service_f).astype(np.int64)
-    hideable = np.floor(config.overlap_efficiency * overlap_f).astype(np.int64)
+    efficiency = config.overlap_efficiency
+    if "compute_pressure" in prep.ablations:
+        efficiency = efficiency * COMPUTE_PRESSURE_EFFICIENCY_FACTOR
+    hideable = np.floor(efficiency * overlap_f).astype(np.int64)
     hidden = np.where(prep.has_overlap, np.minimum(service, hideable), 0).astype(np.int64)
     start = channel_fifo(prep.ready_ns, service, prep.channel)
+    if "no_queue_reset" in prep.ablations and start.size:
+        wait = pd.Series(start - prep.ready_ns).groupby(prep.channel, sort=False).cummax()
+        start = prep.ready_ns + wait.to_numpy(np.int64)
     end = start + service
+    latency = end - prep.issue_ns - hidden
+    if "observed_latency" in prep.ablations:
+        latency = np.where(prep.has_observed_latency, prep.observed_latency_ns, latency)
     return SimResult(
         config=config.name,
         candidate=choice,
@@ -400,5 +442,5 @@ def simulate(prep: Prepared, config: BackendConfig) -> SimResult:
         end_ns=end,
         queue_wait_ns=start - prep.ready_ns,
         hidden_ns=hidden,
-        latency_ns=end - prep.issue_ns - hidden,
+        latency_ns=latency.astype(np.int64),
     )

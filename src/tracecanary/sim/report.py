@@ -2,8 +2,10 @@
 
 A report is a claim about a *model*: every report says so in ``model.notice``. It embeds
 its protocol (input digest, the backend configuration content and digest, simulator
-version, ablations, isolated flag, settings, tie tolerance) and the per-occurrence
-samples from which every number can be recomputed.
+version, ablations, isolated flag, settings, tie tolerance, and with ``--iterations``
+the seeded noise settings) and the per-occurrence samples from which every number can be
+recomputed; a noisy report also holds per-iteration metric samples (``sim.noise``), which
+``verify_report`` regenerates from the same seed.
 
 Guarantees:
 - ``build_report`` is deterministic: the same Program, backends and protocol give the
@@ -40,6 +42,7 @@ from tracecanary.sim.metrics import (
     distribution,
     summarize,
 )
+from tracecanary.sim.noise import NoiseSettings, noise_settings, noisy_block
 from tracecanary.sim.ranking import (
     DEFAULT_TIE_TOLERANCE,
     LATENCY_METRICS,
@@ -123,8 +126,11 @@ def build_report(
     ablations=(),
     isolated: bool = False,
     tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
+    noise: NoiseSettings | None = None,
 ) -> dict:
-    """The full ``tracecanary.report/v1`` document (see module doc)."""
+    """The full ``tracecanary.report/v1`` document (see module doc). With ``noise`` the
+    protocol declares it and ``report.noise`` holds the seeded per-iteration metrics and
+    their intervals (``sim.noise``); without it the document is the noise-free one."""
     if not (
         isinstance(tie_tolerance, int | float)
         and 0 <= tie_tolerance < 1
@@ -189,6 +195,9 @@ def build_report(
         "configs": configs,
         "rankings": rankings,
     }
+    if noise is not None:
+        report["protocol"]["noise"] = noise.as_protocol()
+        report["noise"] = noisy_block(prep, [c for c, _ in runs.values()], noise)
     if prep.skew_status != "unknown":
         report["samples"]["rendezvous_wait_ns"] = sample_codec.encode(prep.rendezvous_wait_ns)
     if isolated:
@@ -369,9 +378,21 @@ def verify_report(
             f"configuration(s) {', '.join(unknown)} are not in the embedded backends",
             field="protocol.configs",
         )
+    noise = None
+    if "noise" in report.get("protocol", {}):
+        declared = _protocol_value(report, "protocol", "noise")
+        if not isinstance(declared, dict):
+            raise InputError("protocol.noise must be a mapping", field="protocol.noise")
+        noise = noise_settings(
+            *(
+                _protocol_value(report, "protocol", "noise", key)
+                for key in ("iterations", "seed", "service_jitter", "arrival_jitter_ns")
+            )
+        )
     fresh = build_report(
         program,
         embedded,
+        noise=noise,
         input_sha256=declared_input,
         config_names=names,
         ablations=applied,
