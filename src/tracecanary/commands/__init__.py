@@ -113,3 +113,34 @@ def add_diagnostics_option(parser) -> None:
         help="also write the failed checks, their numbers and the fix here "
         "(tracecanary.diagnostics/v1; written on exit 0 and 1; default: not written)",
     )
+
+
+def judge_canary_against_source(args, judge, **extra) -> dict:
+    """Load ``args.backends``, ``args.tolerances``, the source program ``args.source`` and
+    the canary ``args.canary`` (errors located at the file they come from), then return
+    ``judge(source, canary, backends, tolerances, source_digest=..., canary_digest=...,
+    config_names=args.config, **extra)``: the shared front of verify-behavior and
+    baselines."""
+    from tracecanary.canonical import sha256_file
+    from tracecanary.compile.document import load_canary
+    from tracecanary.errors import located
+    from tracecanary.load import load_program
+    from tracecanary.sim.backends import load_backends
+    from tracecanary.verify.behavior import load_tolerances
+
+    backends = load_backends(args.backends)
+    tolerances = load_tolerances(args.tolerances)
+    with located(args.source):
+        source = load_program(args.source, executed=False)
+    with located(args.canary):
+        canary = load_canary(args.canary)
+        return judge(
+            source,
+            canary,
+            backends,
+            tolerances,
+            source_digest=sha256_file(args.source),
+            canary_digest=sha256_file(args.canary),
+            config_names=args.config,
+            **extra,
+        )

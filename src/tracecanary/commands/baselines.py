@@ -51,33 +51,14 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tracecanary.canonical import sha256_file, write_json, write_text
-    from tracecanary.compile.document import load_canary
-    from tracecanary.errors import InputError, located
-    from tracecanary.load import load_program
-    from tracecanary.sim.backends import load_backends
+    from tracecanary.canonical import write_json, write_text
+    from tracecanary.commands import judge_canary_against_source
+    from tracecanary.errors import InputError
     from tracecanary.verify.baselines import baselines_table, compare_baselines
-    from tracecanary.verify.behavior import load_tolerances
 
-    seed = args.seed
-    if seed < 0:
-        raise InputError(f"seed must be >= 0, got {seed}", field="--seed")
-    backends = load_backends(args.backends)
-    tolerances = load_tolerances(args.tolerances)
-    with located(args.source):
-        source = load_program(args.source, executed=False)
-    with located(args.canary):
-        canary = load_canary(args.canary)
-        doc = compare_baselines(
-            source,
-            canary,
-            backends,
-            tolerances,
-            source_digest=sha256_file(args.source),
-            canary_digest=sha256_file(args.canary),
-            seed=seed,
-            config_names=args.config,
-        )
+    if args.seed < 0:
+        raise InputError(f"seed must be >= 0, got {args.seed}", field="--seed")
+    doc = judge_canary_against_source(args, compare_baselines, seed=args.seed)
     table = baselines_table(doc)
     write_json(args.output, doc)
     if args.markdown:

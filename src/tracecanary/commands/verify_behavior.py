@@ -45,29 +45,12 @@ def run(args) -> int:
 
 
 def _run(args, diagnostics) -> int:
-    from tracecanary.canonical import sha256_file, write_json
-    from tracecanary.compile.document import load_canary
+    from tracecanary.canonical import write_json
+    from tracecanary.commands import judge_canary_against_source
     from tracecanary.diagnostics import verification_cause, verification_checks
-    from tracecanary.errors import located
-    from tracecanary.load import load_program
-    from tracecanary.sim.backends import load_backends
-    from tracecanary.verify.behavior import describe_failures, load_tolerances, verify_behavior
+    from tracecanary.verify.behavior import describe_failures, verify_behavior
 
-    backends = load_backends(args.backends)
-    tolerances = load_tolerances(args.tolerances)
-    with located(args.source):
-        source = load_program(args.source, executed=False)
-    with located(args.canary):
-        canary = load_canary(args.canary)
-        doc = verify_behavior(
-            source,
-            canary,
-            backends,
-            tolerances,
-            source_digest=sha256_file(args.source),
-            canary_digest=sha256_file(args.canary),
-            config_names=args.config,
-        )
+    doc = judge_canary_against_source(args, verify_behavior)
     write_json(args.output, doc)
     verified = doc["claim"] == "verified"
     for line in describe_failures(doc):
