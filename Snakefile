@@ -8,6 +8,10 @@ from tracecanary.campaign.config_check import (
     check_store_inside,
     refuse_evaluating_configs,
 )
+from tracecanary.campaign.report_graph import label_report_rule_graph
+
+# a report's rule graph names each node's sources ("ingest · decode, train")
+label_report_rule_graph()
 
 # configs are data: refuse yte evaluation (__use_yte__) on the raw YAML before Snakemake
 # reads it (a --configfile is read before this line runs: `tracecanary manifest regenerate`

@@ -50,6 +50,8 @@ def test_snakemake_html_report_shows_summary_verdicts_and_wide_plots_in_headless
     report = tmp_path / "report.html"
     run = run_snakemake(tiny_campaign, "--report", str(report))
     assert run.returncode == 0, run.stderr[-2000:]
+    html = report.read_text(encoding="utf-8")
+    assert "ingest \\u00b7 decode" in html  # rule-graph nodes say rule and source
     seen = probe_report(browser, report, tmp_path)
     assert "error" not in seen, seen
     # the landing page is the campaign summary: its table and verdicts inside the window
