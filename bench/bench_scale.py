@@ -1,45 +1,86 @@
-"""Scale: ~10M rank events over 1024 ranks, ingest -> compile -> verify, against the
-same pipeline on ~1M rank events of the same job (cost should grow linearly).
+"""Scale: the training pipeline (ingest -> load+match -> compile -> verify) at ~1M, ~10M
+and ~100M rank events, with time and peak RSS per stage.
 
-Input: ``tracecanary synth training --tp 8 --pp 4 --dp 32`` (1024 ranks; tensor-parallel
-all_gather/reduce_scatter in 128 groups of 8, pipeline send/recv over 4 stages,
-data-parallel gradient buckets over groups of 32, one world all_reduce per step) with
-60 steps (9,768,960 rank events, 1,731,900 occurrences) and 6 steps (976,896 events,
-173,190 occurrences) for the 1M case: exactly 10x the events, so the time ratio reads
-directly against the goal (<= 12 for 10x). Each case runs in its own child process, so its peak RSS is that of
-the whole pipeline held in one process (the conservative figure: the CLI runs the
-stages as separate processes):
+Input: ``tracecanary synth training --tp 8 --pp 4 --dp DP`` (tensor-parallel
+all_gather/reduce_scatter in groups of 8, pipeline send/recv over 4 stages,
+data-parallel gradient buckets over groups of DP, one world all_reduce per step):
+
+- 1024 ranks (DP 32): 6 steps (976,896 rank events, 173,190 occurrences), 60 steps
+  (9,768,960 events, 1,731,900 occurrences: exactly 10x, so the time ratio reads
+  directly against the goal, <= 12 for 10x) and 600 steps (97,689,600 events);
+- 16,384 ranks (DP 512): 38 steps (~99M rank events: the same work per rank, 16x the
+  ranks, a tenth of the steps).
+
+Each case runs in its own child process, so its peak RSS is that of the whole pipeline
+held in one process (the conservative figure: the CLI runs the stages as separate
+processes). Per stage the child reports wall seconds and that stage's own peak RSS
+(the kernel's high-water mark, reset before the stage through /proc/self/clear_refs):
 
 1. ``ingest_files`` JSON Lines -> normalized Parquet (streamed in batches);
-2. ``load_program`` of the Parquet (matching into occurrences) and ``compile_program``
-   bounded at 2 us on every field (setup of the canary is part of this stage);
-3. ``verify_behavior`` of that canary against the source under the 5 default
+2. ``load_program`` of the Parquet (matching into occurrences);
+3. ``compile_program`` bounded at 2 us on every field;
+4. ``verify_behavior`` of that canary against the source under the 5 default
    configurations.
 
-Quick mode runs a 1-step 1024-rank trace (~163k events) instead of the 1M case and
-skips the 10M case with a row saying so.
+GiB per million rank events is reported two ways: the whole peak over the events, and
+the slope between the 10M case and a ~100M case (what each further million costs).
+
+The ~100M cases (full mode only) each need ~19 GB of JSON Lines on disk (generated,
+used, then deleted) and are run only when the machine has ``MIN_AVAILABLE_GIB`` of
+memory available; otherwise the same shape runs at ~30M events instead and the 100M
+figure is extrapolated from the 10M -> 30M slope (the row says so). A child whose RSS
+passes ``CAP_GIB`` is stopped by its own watchdog (the row says so) rather than let it
+take the machine. Quick mode runs a 1-step 1024-rank trace (~163k events) and skips
+the larger cases with a row saying so.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 
-from bench.common import row, run_child
+from bench.common import WORK, row, run_child
 from bench.inputs import training_trace
 
-SHAPE = {"tp": 8, "pp": 4, "dp": 32}
-STEPS_10M = 60
-STEPS_1M = 6
+SHAPE = {"tp": 8, "pp": 4, "dp": 32}  # 1024 ranks
+WIDE_SHAPE = {"tp": 8, "pp": 4, "dp": 512}  # 16,384 ranks
 STEPS_QUICK = 1
-TARGET_RSS_MB = 8 * 1024
+STEPS_1M = 6
+STEPS_10M = 60
+STEPS_100M = 600
+WIDE_STEPS_100M = 38
+FALLBACK_FRACTION = 0.3  # ~30M instead of ~100M when memory is short
+TARGET_RSS_MB = 8 * 1024  # the 10M case
 TARGET_RATIO = 12.0
+CAP_GIB = 16.0  # the 100M goal: completes within this peak
+TARGET_GIB_PER_M = 0.09  # 5x below the 0.45 GiB per million events measured before
+MIN_AVAILABLE_GIB = 18.0
+JSONL_BYTES_PER_EVENT = 195  # what the training generator writes, for the disk check
+STAGES = ("ingest", "load", "compile", "verify")
 
 
-def _child(path: str) -> str:
+def _child(path: str, cap_gib: float) -> str:
     return f"""
-import json, os, resource, tempfile, time
-def rss():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+import json, os, sys, tempfile, threading, time
+def _status(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) / 1024
+def _watch():
+    while True:
+        if _status("VmRSS:") > {cap_gib * 1024!r}:
+            sys.stderr.write("RSS passed {cap_gib:g} GiB: stopped by the watchdog")
+            sys.stderr.flush()
+            os._exit(3)
+        time.sleep(0.1)
+threading.Thread(target=_watch, daemon=True).start()
+def reset_peak():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass  # no reset: the stage's figure is the process peak so far
 from tracecanary.compile.budget import parse_budget
 from tracecanary.compile.canary import compile_program
 from tracecanary.ingest import ingest_files
@@ -47,26 +88,22 @@ from tracecanary.load import load_program
 from tracecanary.sim.backends import load_backends
 from tracecanary.verify.behavior import load_tolerances, verify_behavior
 out = {{}}
-with tempfile.TemporaryDirectory(prefix="tracecanary-bench-scale-") as tmp:
+def stage(name, fn):
+    reset_peak()
+    t0 = time.perf_counter()
+    value = fn()
+    out[name + "_s"] = time.perf_counter() - t0
+    out[name + "_rss_mb"] = _status("VmHWM:")
+    return value
+with tempfile.TemporaryDirectory(prefix="tracecanary-bench-scale-", dir={str(WORK)!r}) as tmp:
     table = os.path.join(tmp, "trace.parquet")
-    t0 = time.perf_counter()
-    result = ingest_files([{path!r}], table)
-    out["ingest_s"] = time.perf_counter() - t0
-    out["ingest_rss_mb"] = rss()
-    t0 = time.perf_counter()
-    program = load_program(table)
-    out["load_s"] = time.perf_counter() - t0
-    out["load_rss_mb"] = rss()
-    t0 = time.perf_counter()
-    canary = compile_program(program, budget=parse_budget("gap=2us,overlap=2us,latency=2us,skew=2us"))
-    out["compile_s"] = time.perf_counter() - t0
-    out["compile_rss_mb"] = rss()
+    result = stage("ingest", lambda: ingest_files([{path!r}], table))
+    program = stage("load", lambda: load_program(table))
+    budget = parse_budget("gap=2us,overlap=2us,latency=2us,skew=2us")
+    canary = stage("compile", lambda: compile_program(program, budget=budget))
     backends = load_backends("config/backends.yaml")
-    t0 = time.perf_counter()
-    doc = verify_behavior(program, canary, backends, load_tolerances(None),
-                          source_digest="bench", canary_digest="bench")
-    out["verify_s"] = time.perf_counter() - t0
-    out["verify_rss_mb"] = rss()
+    doc = stage("verify", lambda: verify_behavior(program, canary, backends,
+                load_tolerances(None), source_digest="bench", canary_digest="bench"))
 out.update(events=result.events, occurrences=program.n, ranks=program.world_size,
            claim=doc["claim"], failed=doc["summary"]["failed"],
            canary_bytes=canary["stats"]["bytes_canary"],
@@ -76,7 +113,7 @@ print(json.dumps(out))
 
 
 def _total(out: dict) -> float:
-    return out["ingest_s"] + out["load_s"] + out["compile_s"] + out["verify_s"]
+    return sum(out[f"{s}_s"] for s in STAGES)
 
 
 def _stages(out: dict) -> str:
@@ -90,9 +127,72 @@ def _stages(out: dict) -> str:
     )
 
 
+def _case(shape: dict, steps: int, cap_gib: float = CAP_GIB) -> tuple[dict, float]:
+    return run_child(_child(str(training_trace(**shape, steps=steps)), cap_gib), timeout=7200)
+
+
+def _gib_per_m(peak_mb: float, events: int) -> float:
+    return peak_mb / 1024 / (events / 1e6)
+
+
+def _available_gib() -> float:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 2**20
+    return 0.0
+
+
+def _large_case(label: str, shape: dict, steps: int, ten: tuple[dict, float]) -> dict:
+    """The ~100M case of ``shape`` (or ~30M and an extrapolation, see module doc); its
+    input is deleted afterwards."""
+    ten_out, ten_rss = ten
+    ranks = shape["tp"] * shape["pp"] * shape["dp"]  # events scale with ranks x steps
+    target = (
+        f"completes within {CAP_GIB:g} GiB peak; <= {TARGET_GIB_PER_M} GiB per million "
+        "rank events beyond the 10M case"
+    )
+    available = _available_gib()
+    fallback = available < MIN_AVAILABLE_GIB
+    run_steps = max(1, round(steps * FALLBACK_FRACTION)) if fallback else steps
+    expected_events = ten_out["events"] / STEPS_10M * run_steps * ranks / ten_out["ranks"]
+    free_disk = shutil.disk_usage(WORK.parent if not WORK.exists() else WORK).free
+    if free_disk < 1.3 * expected_events * JSONL_BYTES_PER_EVENT:
+        return row(label, "skipped", "s", "", None, None, target, "",
+                   None, f"skipped: {free_disk / 1e9:.0f} GB free on disk, the input needs "
+                   f"~{expected_events * JSONL_BYTES_PER_EVENT / 1e9:.0f} GB")  # fmt: skip
+    path = training_trace(**shape, steps=run_steps)
+    try:
+        out, rss = run_child(_child(str(path), CAP_GIB), timeout=7200)
+    except RuntimeError as err:
+        return row(label, "failed", "s", "", None, None, target, False, None, str(err)[-300:])
+    finally:
+        path.unlink(missing_ok=True)
+    slope = (rss - ten_rss) / 1024 / ((out["events"] - ten_out["events"]) / 1e6)
+    notes = (
+        f"{out['events']:,} rank events, {out['ranks']:,} ranks; "
+        f"{out['events'] / _total(out):,.0f} events/s end to end; "
+        f"{_gib_per_m(rss, out['events']):.3f} GiB per million events (whole peak), "
+        f"{slope:.3f} GiB per further million beyond the 10M case; " + _stages(out)
+    )
+    peak, met = rss, rss <= CAP_GIB * 1024 and slope <= TARGET_GIB_PER_M
+    if fallback:
+        full_events = out["events"] / run_steps * steps
+        peak = rss + slope * 1024 * (full_events - out["events"]) / 1e6
+        notes = (
+            f"RAN AT ~30M, NOT 100M ({available:.1f} GiB available < {MIN_AVAILABLE_GIB:g}); "
+            f"peak figure extrapolated to ~100M from the 10M -> 30M slope: " + notes
+        )
+        met = ""
+    return row(label, round(_total(out), 1), "s",
+               f"the 10M case: {ten_out['events']:,} events in {_total(ten_out):.1f} s",
+               round(_total(ten_out), 1), round(_total(out) / _total(ten_out), 2), target,
+               met, round(peak, 1), notes)  # fmt: skip
+
+
 def run(quick: bool) -> list[dict]:
     small_steps = STEPS_QUICK if quick else STEPS_1M
-    small, small_rss = run_child(_child(str(training_trace(**SHAPE, steps=small_steps))))
+    small, small_rss = _case(SHAPE, small_steps)
     small_s = _total(small)
     rows = [
         row(
@@ -105,26 +205,23 @@ def run(quick: bool) -> list[dict]:
             "(comparator of the 10M case)",
             "",
             round(small_rss, 1),
-            f"{small['events'] / small_s:,.0f} events/s end to end; " + _stages(small),
+            f"{small['events'] / small_s:,.0f} events/s end to end; "
+            f"{_gib_per_m(small_rss, small['events']):.3f} GiB per million events; "
+            + _stages(small),
         )
     ]
     if quick:
-        rows.append(
-            row(
-                "pipeline ~10M rank events, 1024 ranks (training)",
-                "skipped",
-                "s",
-                "",
-                None,
-                None,
-                f"completes, <= {TARGET_RSS_MB} MiB, time ratio <= {TARGET_RATIO:g}",
-                "",
-                None,
-                "skipped in quick mode (run `python -m bench --only bench_scale`)",
-            )
-        )
+        for label in (
+            "pipeline ~10M rank events, 1024 ranks (training)",
+            "pipeline ~100M rank events, 1024 ranks (training)",
+            "pipeline ~100M rank events, 16,384 ranks (training)",
+        ):
+            rows.append(
+                row(label, "skipped", "s", "", None, None, "", "", None,
+                    "skipped in quick mode (run `python -m bench --only bench_scale`)")
+            )  # fmt: skip
         return rows
-    big, big_rss = run_child(_child(str(training_trace(**SHAPE, steps=STEPS_10M))))
+    big, big_rss = _case(SHAPE, STEPS_10M)
     big_s = _total(big)
     ratio = big_s / small_s
     events_ratio = big["events"] / small["events"]
@@ -141,7 +238,24 @@ def run(quick: bool) -> list[dict]:
             bool(big_rss <= TARGET_RSS_MB and ratio <= TARGET_RATIO),
             round(big_rss, 1),
             f"{big['events'] / big_s:,.0f} events/s end to end; "
-            f"time ratio per event {ratio / events_ratio:.2f}; " + _stages(big),
+            f"time ratio per event {ratio / events_ratio:.2f}; "
+            f"{_gib_per_m(big_rss, big['events']):.3f} GiB per million events; " + _stages(big),
+        )
+    )
+    rows.append(
+        _large_case(
+            "pipeline ~100M rank events, 1024 ranks (training)",
+            SHAPE,
+            STEPS_100M,
+            (big, big_rss),
+        )
+    )
+    rows.append(
+        _large_case(
+            "pipeline ~100M rank events, 16,384 ranks (training)",
+            WIDE_SHAPE,
+            WIDE_STEPS_100M,
+            (big, big_rss),
         )
     )
     return rows

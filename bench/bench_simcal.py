@@ -4,24 +4,29 @@ against physical replays, per configuration, on the campaign's decode workload.
 Pipeline, every step the project's own CLI or library: the decode workload's canary and
 full program (``bench_physical.prepare``: synth decode -> merge -> ingest -> search ->
 export-param) -> ``tracecanary sweep`` ladders of every collective the programs use (gloo,
-the physical ranks, warm-up discarded, 3 cycles per rung) -> ``tracecanary
-calibrate-backends --physical-configs config/physical.yaml --config ...`` -> ``tracecanary
-replay-physical`` of canary and full program under each configuration, ``REPS``
-repetitions, canary and full alternating, the configuration order rotated by one per
-repetition -> ``tracecanary.physical.report.build_physical_report`` with the calibrated
-backends (bootstrap intervals, decided pairs, the simulator twin's ranking and its
-mean-latency prediction error).
+the physical ranks, warm-up discarded, 3 cycles per rung; kept between runs) -> per
+configuration its ``tracecanary dispatch-program`` -> ``REPS`` rounds, the configuration
+order rotated by one per round; per configuration in a round one calibration replay of
+its dispatch program (a separate run, never one of the judged ones), then the canary and
+the full program alternating A B / B A (``tracecanary replay-physical``) ->
+``calibrate-backends`` twice: ladders only (the "before" twin) and with ``--dispatch
+NAME=ATTEMPT`` for every calibration replay (the "after" twin: the replayer's dispatch
+lateness pooled over the rounds, sim/dispatch.py) ->
+``tracecanary.physical.report.build_physical_report`` with each (bootstrap intervals,
+decided pairs, the twin's ranking and mean-latency prediction error).
 
 Printed per configuration and program: measured mean latency (median over repetitions,
-with its 95% bootstrap interval), the twin's prediction and the error (%). Targets
-(issue 15): simulator-vs-physical agreement >= 90% of decided pairs, canary-vs-full
-100% of decided pairs, |prediction error| <= 15% per configuration.
-``python -m bench.bench_simcal [--quick]``.
+with its 95% bootstrap interval), the twin's prediction and its error (%), with the
+ladders-only error beside it, and the load average before and after. Targets (issue 15):
+simulator-vs-physical agreement >= 90% of decided pairs, canary-vs-full 100% of decided
+pairs, |prediction error| <= 15% per configuration.
+``python -m bench.bench_simcal [--quick] [--reps N]``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -95,10 +100,23 @@ def replay(program: Path, config: str, out: Path, setup: dict) -> str:
     return str(out)
 
 
-def run(quick: bool) -> list[dict]:
+def calibration_program(programs: dict, config: str, base: Path) -> Path:
+    """The configuration's dispatch calibration program (``tracecanary dispatch-program``)."""
+    program = base / "dispatch" / config / "program"
+    tracecanary_cli(
+        "dispatch-program", str(programs["canary"]), str(programs["full"]), "--config", config,
+        "--physical-configs", str(PHYSICAL_YAML), "-o", str(program), "--force",
+    )  # fmt: skip
+    return program
+
+
+def run(quick: bool, reps: int | None = None) -> list[dict]:
     from tracecanary.physical.report import build_physical_report
 
-    setup = QUICK if quick else FULL
+    setup = dict(QUICK if quick else FULL)
+    if reps is not None:
+        setup["reps"] = reps
+    load_before = os.getloadavg()
     base = WORK / ("simcal_quick" if quick else "simcal")
     base.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -113,28 +131,44 @@ def run(quick: bool) -> list[dict]:
     argv = ["calibrate-backends", *ladders, "--physical-configs", str(PHYSICAL_YAML)]
     argv += [x for c in setup["configs"] for x in ("--config", c)]
     argv += ["--backend", "gloo", "--program", str(programs["canary"])]
-    tracecanary_cli(*argv, "--program", str(programs["full"]), "-o", str(backends))
-    attempts = []
+    ladders_only = base / "backends_ladders.yaml"
+    tracecanary_cli(*argv, "--program", str(programs["full"]), "-o", str(ladders_only))
     configs = list(setup["configs"])
+    calibration = {c: calibration_program(programs, c, base) for c in configs}
+    dispatch = []
+    attempts = []
     for rep in range(1, setup["reps"] + 1):
         k = (rep - 1) % len(configs)
         order = configs[k:] + configs[:k]  # rotated by one per repetition
         for i, config in enumerate(order):
+            # the calibration replay runs beside the judged ones, never as one of them
+            out = base / "dispatch" / config / f"rep{rep}"
+            dispatch.append(f"{config}={replay(calibration[config], config, out, setup)}")
             pair = ["canary", "full"] if (rep + i) % 2 else ["full", "canary"]
             for program in pair:
                 out = base / "physical" / program / config / f"rep{rep}"
                 attempts.append(replay(programs[program], config, out, setup))
     t2 = time.perf_counter()
+    argv += [x for d in dispatch for x in ("--dispatch", d)]
+    tracecanary_cli(*argv, "--program", str(programs["full"]), "-o", str(backends))
     report = build_physical_report(
         attempts, backends=str(backends), programs={k: str(v) for k, v in programs.items()}
     )
     (base / "physical.json").write_text(json.dumps(report, indent=1, sort_keys=True))
+    before = build_physical_report(
+        attempts, backends=str(ladders_only), programs={k: str(v) for k, v in programs.items()}
+    )["simulator_agreement"]
+    load_after = os.getloadavg()
+    load = (
+        f"load {load_before[0]:.1f}/{load_before[1]:.1f} -> {load_after[0]:.1f}/{load_after[1]:.1f}"
+    )
     sim = report["simulator_agreement"]
     rows = []
     for program in ("full", "canary"):
         for config in configs:
             measured = report["configs"][config][program]
             err = sim["programs"][program]["prediction_error_pct"][config]
+            err0 = before["programs"][program]["prediction_error_pct"][config]
             predicted = sim["programs"][program]["predicted"][config]["mean"]
             ci = measured["interval"]["mean"]
             rows.append(
@@ -150,7 +184,7 @@ def run(quick: bool) -> list[dict]:
                     round(predicted / measured["mean"], 3),
                     f"|error| <= {TARGETS['prediction_error_pct']:g}%",
                     abs(err) <= TARGETS["prediction_error_pct"],
-                    notes=f"error {err:+.1f}%",
+                    notes=f"error {err:+.1f}% (ladders only {err0:+.1f}%); {load}",
                 )
             )
     canary_decided = sum(a["decided_pairs"] for a in report["ranking_agreement"].values())
@@ -179,11 +213,13 @@ def run(quick: bool) -> list[dict]:
             None if sim["agreement"] is None else round(sim["agreement"], 3),
             ">= 90% of decided pairs",
             sim["agreement"] is not None and sim["agreement"] >= TARGETS["sim_agreement"],
-            notes=f"sweeps+prepare {t1 - t0:.0f} s, replays {t2 - t1:.0f} s",
+            notes=f"sweeps+prepare {t1 - t0:.0f} s, replays {t2 - t1:.0f} s; ladders only "
+            f"{before['agreeing_pairs']}/{before['decided_pairs']}; {load}",
         )
     )
     return rows
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(quick="--quick" in sys.argv), indent=1))
+    reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else None
+    print(json.dumps(run(quick="--quick" in sys.argv, reps=reps), indent=1))

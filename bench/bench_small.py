@@ -2,14 +2,22 @@
 trace, ours beside the public reference implementation of the design
 (iemAnshuman/CommCanary at ``REFERENCE_COMMIT``), each command a fresh process as a user
 or a Snakemake job runs it: wall seconds (median of alternating runs, ours then the
-reference in each round) and peak RSS (``wait4`` of the child).
+reference in each round), CPU seconds (user + system; steadier than wall seconds on a
+shared machine, reported in the notes) and peak RSS (``wait4`` of the child).
 
 The input is the reference's own example trace (``examples/traces/llama70b_tp8_trace.json``:
 10 all_reduce collectives over 8 ranks), converted to ``tracecanary.trace/v1`` by
 ``to_native`` (one event per rank and collective, ``ts_ns`` = start + the rank's arrival,
 the overlap kept). A last row measures the import floor alone (``import numpy, pandas,
 pyarrow`` beside ``import commcanary.cli``), which is what bounds our small-input time
-and memory.
+and memory: ``Program`` (the model every stage reads) is a pair of pandas tables, and
+pandas imports pyarrow itself.
+
+Both sides run with bytecode caches, as Python does by default and as an installed
+package has them (pip compiles the reference's at install): every command runs once
+unmeasured first, with ``PYTHONPYCACHEPREFIX`` under the bench's work folder and
+``PYTHONDONTWRITEBYTECODE`` (set in some sandboxes) cleared, so neither source tree is
+written and neither side pays for recompiling its modules on every start.
 
 The reference is used where present, never installed by the benchmark: a source tree
 at ``$TRACECANARY_REFERENCE_SRC`` (default ``/tmp/commcanary``, e.g. ``git archive
@@ -113,12 +121,20 @@ def to_native(reference_doc: dict) -> dict:
     }
 
 
-def measure(argv: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MiB) of one command run to completion in a child;
-    RuntimeError naming the command when it fails."""
+def bytecode_cached_env(work: Path) -> dict[str, str]:
+    """The environment of every measured command: this one, with bytecode caches written
+    and reused under ``work/pycache`` (see the module doc)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    return env
+
+
+def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS in MiB, CPU seconds) of one command run to completion in a
+    child; RuntimeError naming the command when it fails."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
     )
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
@@ -126,7 +142,7 @@ def measure(argv: list[str]) -> tuple[float, float]:
     err = proc.stderr.read() if proc.stderr else ""
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv[:4])} exited {proc.returncode}: {err[-1500:]}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def _commands(work: Path, ref_python: str | None) -> dict[str, dict[str, list[str]]]:
@@ -170,42 +186,52 @@ def run(quick: bool) -> list[dict]:
     work.mkdir(parents=True, exist_ok=True)
     source = json.loads(REFERENCE_TRACE.read_text()) if missing is None else builtin_reference_doc()
     (work / "trace.json").write_text(json.dumps(to_native(source), sort_keys=True))
-    # the canaries the replay and verify cases read (this run also warms both sides up)
+    env = bytecode_cached_env(work)
+    # the canaries the replay and verify cases read
     ours = [sys.executable, "-m", "tracecanary"]
     measure(
-        ours + ["compile", str(work / "trace.json"), "--lossless", "-o", str(work / "canary.json")]
+        ours + ["compile", str(work / "trace.json"), "--lossless", "-o", str(work / "canary.json")],
+        env,
     )
     if ref_python is not None:
         measure(
             [ref_python, "-m", "commcanary", "compile", str(REFERENCE_TRACE)]
-            + ["--lossless-timing", "-o", str(work / "ref_canary.json")]
+            + ["--lossless-timing", "-o", str(work / "ref_canary.json")],
+            env,
         )
     cases = _commands(work, ref_python)
     cases["import floor"] = {"ours": [sys.executable, "-c", "import numpy, pandas, pyarrow"]}
     if ref_python is not None:
         cases["import floor"]["reference"] = [ref_python, "-c", "import commcanary.cli"]
     repeats = 3 if quick else 7
-    samples: dict[str, dict[str, list[tuple[float, float]]]] = {
+    samples: dict[str, dict[str, list[tuple[float, float, float]]]] = {
         case: {side: [] for side in argvs} for case, argvs in cases.items()
     }
+    for argvs in cases.values():  # unmeasured: writes each side's bytecode caches
+        for argv in argvs.values():
+            measure(argv, env)
     for _ in range(repeats):  # alternating: ours, then the reference, case by case
         for case, argvs in cases.items():
             for side, argv in argvs.items():
-                samples[case][side].append(measure(argv))
+                samples[case][side].append(measure(argv, env))
     load = os.getloadavg()[0]
     rows = []
     for case, sides in samples.items():
-        ours_s = statistics.median(t for t, _ in sides["ours"])
-        ours_mb = max(m for _, m in sides["ours"])
+        ours_s = statistics.median(t for t, _, _ in sides["ours"])
+        ours_mb = max(m for _, m, _ in sides["ours"])
+        ours_cpu = statistics.median(c for _, _, c in sides["ours"])
         ref = sides.get("reference")
-        ref_s = statistics.median(t for t, _ in ref) if ref else None
-        ref_mb = max(m for _, m in ref) if ref else None
+        ref_s = statistics.median(t for t, _, _ in ref) if ref else None
+        ref_mb = max(m for _, m, _ in ref) if ref else None
+        ref_cpu = statistics.median(c for _, _, c in ref) if ref else None
         fast = ref_s is not None and ours_s <= ref_s
         notes = (
-            f"median of {repeats} alternating runs, each a fresh process; reference peak RSS "
+            f"median of {repeats} alternating runs, each a fresh process with bytecode "
+            f"caches; ours/reference {ours_s / ref_s:.2f}x; CPU seconds ours {ours_cpu:.3f} / "
+            f"reference {ref_cpu:.3f} ({ours_cpu / ref_cpu:.2f}x); reference peak RSS "
             f"{ref_mb:.0f} MiB"
             if ref
-            else f"reference not measured: {missing}"
+            else f"reference not measured: {missing}; CPU seconds ours {ours_cpu:.3f}"
         )
         notes += f"; load average {load:.1f} on {os.cpu_count()} cores"
         rows.append(

@@ -8,12 +8,15 @@ Figures per workload: the searched canary's size against the normalized source
 smaller; its executed occurrences against the source's logical occurrences, target
 <= 20%. The canary is verified by construction (search keeps only verified
 candidates). Where a target is missed, ``blocked`` lists, per rejected candidate, the
-stage, settings, verdict and the first failing checks from the search log, and
+stage, settings, verdict (which names the worst failed check, its configuration and the
+source signature it is attributed to), the first failing checks and the search log's
+``blocking`` entries (``tracecanary.verify.blocking``), and
 ``timing_figures`` and ``structure`` (``tracecanary.compile.repetition``) say what limits
 the reduction: the timing jitter against the mean tolerance, the timing bytes per
 occurrence against the source's, and what keeps the step motif from repeating.
 
-``python -m bench.bench_zoo [--quick]`` prints every row and the blocked steps;
+``python -m bench.bench_zoo [NAME...] [--quick | --steps N]`` prints every row and the
+blocked steps (``--steps``: capture length, decode tokens for tp_decode);
 ``python -m bench --only bench_zoo`` puts the rows in the table. Captures are cached
 under ``$TRACECANARY_BENCH_DIR/zoo`` (delete to re-capture).
 """
@@ -148,6 +151,7 @@ def measure(name: str, steps: int | None) -> dict:
             "settings": e["settings"],
             "verdict": e.get("reason"),
             "failed_checks": e.get("failed_checks", [])[:3],
+            "blocking": e.get("blocking", [])[:3],
         }
         for e in result.log
         if not e.get("accepted")
@@ -221,6 +225,8 @@ if __name__ == "__main__":
     from tracecanary.zoo import WORKLOADS
 
     quick = "--quick" in sys.argv
+    steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else None
     names = [a for a in sys.argv[1:] if a in WORKLOADS] or list(WORKLOADS)
     for name in names:
-        print(json.dumps(measure(name, QUICK_STEPS[name] if quick else None), indent=1))
+        length = steps or (QUICK_STEPS[name] if quick else None)
+        print(json.dumps(measure(name, length), indent=1))

@@ -39,6 +39,11 @@ def test_summary_page_says_what_the_campaign_showed(tiny_campaign):
     assert "Isolated vs workload ranking" in text
     canary = json.loads((tiny_campaign / "results/tiny/search/decode/canary.json").read_text())
     assert canary["claim"] == "verified" and f"{canary['stats']['bytes_canary']:,}" in text
+    controls = json.loads((tiny_campaign / "results/tiny/controls/decode.json").read_text())
+    verdict = "yes" if controls["tracks_every_control"] else "no"
+    assert "## Simulator controls (ablations and noise)" in text
+    assert f"canary tracks its source under every control: **{verdict}**" in text
+    assert any(d["path"].endswith("controls/decode.json") for d in manifest["derived"])
 
 
 def test_snakemake_html_report_shows_summary_verdicts_and_wide_plots_in_headless_chromium(

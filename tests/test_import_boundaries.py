@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("ingest and capture", ["ingest", "capture", "record", "param.program", "param.compat"]),
     ("merge inputs", ["merge_inputs"]),
     ("merge", ["merge"]),
+    ("per-rank work in blocks of rank files, gathered by merge", ["rank_blocks"]),
     ("clock derivation; real workloads captured and merged", ["clocks", "zoo", "autorecord"]),
     ("compile", ["compile"]),
     ("loading any input; export; fits", ["load", "param.export", "alphabeta", "physical.config"]),

@@ -14,6 +14,7 @@ import pytest
 from tracecanary.cli import main
 from tracecanary.formats.schemas import validate
 from tracecanary.kineto import import_kineto_file
+from tracecanary.kineto.evidence import GLOO_THREADS_PER_GROUP, GROUP_THREADS_KEY, gloo_stream
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +70,7 @@ def test_gloo_import_groups_peers_roots_and_latency(imported):
         assert doc["groups"] == [{"id": "0", "ranks": [0, 1], "description": "default_pg"}]
         assert {e["group"] for e in doc["events"]} == {"0"}
         for e in doc["events"]:
-            assert e["latency_ns"] > 0 and e["stream"].startswith("gloo:thread:")
+            assert e["latency_ns"] > 0 and e["stream"] == gloo_stream(e["group"])
             if e["op"] == "broadcast":
                 assert e["root"] == 0
         peers = {e["peer"] for e in doc["events"] if e["op"] in ("send", "recv")}
@@ -78,6 +79,9 @@ def test_gloo_import_groups_peers_roots_and_latency(imported):
         assert kineto["era"].startswith("gloo")
         assert kineto["latency_measured"]["gloo_work"] == len(doc["events"])
         assert kineto["gloo_work_unpaired"] == 0
+        # the run-loop threads stay as group evidence, outside the structure
+        threads = kineto[GROUP_THREADS_KEY]["0"]
+        assert 1 <= len(threads) <= GLOO_THREADS_PER_GROUP
         notes = " ".join(doc["meta"]["notes"])
         assert "observational and single-rank" in notes
         assert "gloo work duration" in notes

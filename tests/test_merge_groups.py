@@ -22,6 +22,7 @@ from gloo_programs import (
 )
 
 from tracecanary.canonical import write_json
+from tracecanary.kineto.evidence import gloo_stream
 from tracecanary.trace_io import write_trace
 
 pytestmark = pytest.mark.slow
@@ -66,6 +67,7 @@ def test_tp_dp_program_merges_with_every_group_known_from_the_traces(tp_dp, run_
             assert e["op"] in ("all_reduce", "custom:scatter"), e
             assert members in DP_GROUPS, e
         assert e["rank"] in members
+        assert e["stream"] == gloo_stream(e["group"]), e  # the stream follows the resolution
     assert {e["op"] for e in doc["events"]} == {
         "reduce_scatter",
         "all_gather",

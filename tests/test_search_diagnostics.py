@@ -7,14 +7,17 @@ repeated step, or concurrent groups interleaving differently from step to step."
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from conftest import REPO
 
 from tracecanary.compile.repetition import repeated_occurrences, repetition_profile
 from tracecanary.compile.structure import encode_structure
+from tracecanary.formats.schemas import validate
 from tracecanary.program import make_program
 from tracecanary.sim.backends import load_backends
-from tracecanary.verify.behavior import load_tolerances
-from tracecanary.verify.search import search
+from tracecanary.verify.behavior import Replay, load_tolerances, replay_program
+from tracecanary.verify.blocking import BlockingExplainer
+from tracecanary.verify.search import search, search_log_document
 
 GROUP_RANKS = {"a": [0, 1], "b": [2, 3], "c": [0, 2]}
 GROUP_BYTES = {"a": 4096, "b": 65536, "c": 1 << 20}
@@ -103,3 +106,87 @@ def test_search_log_says_why_execution_and_bounded_steps_do_not_reduce():
     for entry in no_fewer:
         assert "tail occurrences run whole" in entry["reason"]
         assert "concurrent groups interleave differently" in entry["reason"]
+
+
+def _jittery_program(n: int = 120, seed: int = 5):
+    """Two alternating signatures with lognormal issue gaps: occurrences queue behind
+    each other by chance, so a canary executing few steps misses the source's mean."""
+    rng = np.random.default_rng(seed)
+    occurrences = {
+        "op": ["all_reduce", "all_gather"] * (n // 2),
+        "bytes": [4096, 1 << 16] * (n // 2),
+        "dtype": ["float32"] * n,
+        "group": ["0"] * n,
+        "group_size": [4] * n,
+        "gap_ns": (rng.lognormal(0, 1.5, n) * 20_000).astype(int),
+    }
+    members = {
+        "occ": [i for i in range(n) for _ in range(4)],
+        "rank": [r for _ in range(n) for r in range(4)],
+        "skew_ns": [0] * (4 * n),
+    }
+    return make_program(occurrences, members, world_size=4, skew_known=True)
+
+
+def test_search_log_names_check_configuration_and_signature_blocking_each_rejected_step():
+    program = _jittery_program()
+    backends = load_backends(REPO / "config" / "backends.yaml")
+    result = search(
+        program,
+        [0],
+        backends,
+        load_tolerances(None),
+        source_digest="0" * 64,
+        progress=lambda line: None,
+    )
+    rejected = [e for e in result.log if e.get("claim") not in (None, "verified")]
+    assert rejected, [e["reason"] for e in result.log]
+    _, signatures = program.signature_ids()
+    for entry in rejected:
+        first = entry["blocking"][0]
+        assert first["config"] in backends.configs
+        assert first["check"] in {f"{c.split(':', 1)[1]}" for c in entry["failed_checks"]}
+        sig = first["signature"]
+        assert (sig["op"], sig["bytes"]) == tuple(signatures.iloc[sig["id"]][["op", "bytes"]])
+        assert first["excess"] > 1  # outside its allowance
+        assert (
+            f"blocked by {first['check']} on config {first['config']}" in entry["reason"]
+            and f"signature {sig['id']} ({sig['op']} {sig['bytes']} B" in entry["reason"]
+        )
+    doc = search_log_document(result, source_digest="0" * 64, budgets_ns=[0])
+    validate(doc, "search-log", file="search-log")
+
+
+def test_tail_recall_failure_is_attributed_to_the_signature_whose_tail_events_are_not_run():
+    program = _jittery_program()
+    backends = load_backends(REPO / "config" / "backends.yaml")
+    source = replay_program(program, backends)
+    config = next(iter(source.metrics))
+    tail = [int(e["occ"]) for e in source.metrics[config]["tail_events"]]
+    sig_ids, signatures = program.signature_ids()
+    dropped = int(pd.Series(sig_ids[tail]).value_counts().index[0])  # most tail events
+    ids, latency, weights = source.latencies[config]
+    kept = sig_ids[ids] != dropped  # a canary that never runs that signature
+    canary = Replay(source.metrics, {config: (ids[kept], latency[kept], weights[kept])})
+    verification = {
+        "statuses": {"commitments": "verified", "coverage": "full"},
+        "source": {},
+        "checks": [
+            {
+                "config": config,
+                "metric": "tail_event_recall",
+                "source": 1.0,
+                "canary": 0.2,
+                "tolerance": {"minimum": 0.9},
+                "pass": False,
+            }
+        ],
+        "ranking": {"changed": []},
+    }
+    (entry,) = BlockingExplainer(program).explain(
+        verification, {"source": source, "canary": canary}
+    )
+    assert entry["attributed_by"] == "tail_events_not_executed"
+    assert entry["signature"]["id"] == dropped
+    assert entry["signature"]["op"] == signatures.iloc[dropped]["op"]
+    assert entry["excess"] == 8.0  # 80% missing against 10% allowed

@@ -1,4 +1,5 @@
-"""Cluster submission on a real SLURM: Snakemake's executor runs a 2-node, 4-rank replay.
+"""Cluster submission on a real SLURM: Snakemake's executor runs a 2-node, 4-rank replay,
+and the campaign's per-rank jobs of a scattered capture set land on both nodes.
 
 The cluster test installs Debian's slurm-wlm and munge when missing, starts a private
 munge and a two-node Slurm cluster on localhost (tests/slurm/start-local-slurm.sh), runs
@@ -265,3 +266,97 @@ def test_snakemake_slurm_executor_runs_a_two_node_four_rank_replay(slurm_cluster
     launcher_lines = [ln for ln in log.read_text().splitlines() if ln.startswith("slurm_launch:")]
     assert len(launcher_lines) == 2
     assert {ln.split(" node ")[1].split()[0] for ln in launcher_lines} == {"n1", "n2"}
+
+
+def scattered_capture_campaign(workdir: Path) -> str:
+    """config/scatter.yaml: a 4-rank decode capture set (one file per rank) checked one
+    SLURM job per rank file (scatter.rank_files_per_job: 1), gathered by merge."""
+    from tracecanary.canonical import write_json
+    from tracecanary.synth.decode import DecodeSpec, build_decode
+    from tracecanary.trace_io import write_trace
+
+    docs, calibration = build_decode(DecodeSpec(events_per_rank=300))
+    (workdir / "config").mkdir(parents=True)
+    captures = []
+    for rank, doc in enumerate(docs):
+        write_trace(doc, workdir / "resources" / f"rank{rank}.jsonl.gz")
+        captures.append(f"resources/rank{rank}.jsonl.gz")
+    write_json(workdir / "resources" / "calibration.json", calibration)
+    for name in ("backends.yaml", "tolerances.yaml"):
+        (workdir / "config" / name).write_bytes((REPO / "config" / name).read_bytes())
+    config = {
+        "campaign": "sc",
+        "sources": [
+            {
+                "id": "decode",
+                "kind": "captures",
+                "captures": captures,
+                "calibration": "resources/calibration.json",
+            }
+        ],
+        "scatter": {"rank_files_per_job": 1},
+    }
+    (workdir / "config" / "scatter.yaml").write_text(json.dumps(config))
+    return "config/scatter.yaml"
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_snakemake_slurm_executor_spreads_a_scattered_capture_set_over_both_nodes(
+    slurm_cluster, tmp_path
+):
+    workdir = tmp_path / "wf"
+    configfile = scattered_capture_campaign(workdir)
+    target = "results/sc/ingest/decode.parquet"
+    t0 = time.monotonic()
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO / "Snakefile"),
+            "-d",
+            str(workdir),
+            "--configfile",
+            configfile,
+            "--executor",
+            "slurm",
+            "--workflow-profile",
+            str(PROFILE),
+            target,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=SNAKEMAKE_TIMEOUT_S,
+        cwd=workdir,
+    )
+    print(f"snakemake --executor slurm, 4 per-rank jobs: {time.monotonic() - t0:.1f} s wall")
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert (workdir / target).is_file()
+
+    # each rank file was checked by its own SLURM job; the job's log names its node
+    logs = workdir / "logs/sc/ingest_capture_block/decode"
+    log_nodes = {}
+    for block in range(4):
+        lines = (logs / f"block{block}.log").read_text().splitlines()
+        (line,) = [ln for ln in lines if ln.startswith("ingest_capture_block:")]
+        assert line.startswith("ingest_capture_block: 1 rank file(s) checked on node ")
+        log_nodes[block] = line.rsplit(" ", 1)[1]
+    assert set(log_nodes.values()) == {"n1", "n2"}, log_nodes
+
+    # the scheduler agrees: the executor's per-job SLURM logs are named by job id
+    slurm_logs = workdir / ".snakemake/slurm_logs/rule_ingest_capture_block"
+    job_ids = sorted(p.stem for p in slurm_logs.rglob("*.log"))
+    assert len(job_ids) == 4
+    sched_nodes = set()
+    for job_id in job_ids:
+        state = subprocess.run(
+            ["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T %N"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.split()
+        assert state[0] == "COMPLETED", (job_id, state)
+        sched_nodes.add(state[1])
+    assert sched_nodes == {"n1", "n2"}

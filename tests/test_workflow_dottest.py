@@ -72,6 +72,7 @@ def test_dottest_dry_run_plans_every_stage_of_the_campaign(dottest):
         "search": 1,
         "reduce_baseline": 1,
         "baselines": 1,
+        "controls": 1,
         "replay": 2,  # source (isolated) and canary
         "compare": 1,
         "timeline": 1,
@@ -79,7 +80,7 @@ def test_dottest_dry_run_plans_every_stage_of_the_campaign(dottest):
         "manifest": 1,
         "summary": 1,
         "all": 1,
-        "total": 16,
+        "total": 17,
     }
 
 

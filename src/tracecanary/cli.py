@@ -3,7 +3,10 @@
 Each stage lives in ``tracecanary.commands.<name>`` and exposes
 ``register(subparsers) -> None``; that function adds its sub-command and sets
 ``func`` (``args -> int | None``) as the parser default. Commands are discovered by
-module name, so adding a stage never edits this file.
+module name, so adding a stage never edits this file. A run imports only the module of
+the stage it names (``tracecanary replay ...`` imports ``commands.replay`` alone, so a
+small input pays for no other stage's imports); the top-level help, ``--version``, an
+unknown stage or none import them all, so every stage is listed with its help.
 
 Exit codes: 0 ok; 1 a claim or gate did not hold; 2 bad input or usage (one line).
 """
@@ -55,21 +58,42 @@ class StageParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_module_names() -> list[str]:
+    """Every stage's module name in ``tracecanary.commands``, sorted (stage ``a-b`` is
+    module ``a_b``)."""
+    return sorted(info.name for info in pkgutil.iter_modules(commands.__path__))
+
+
+def chosen_command_module(argv: list[str]) -> str | None:
+    """The module of the stage ``argv`` names (its first word, as the top-level parser
+    takes no option but ``-h``/``--version``), or None when it names none or an unknown
+    one (then every stage is registered: the help lists them, argparse names the choices)."""
+    if not argv or argv[0].startswith("-"):
+        return None
+    module = argv[0].replace("-", "_")
+    if "_" in argv[0] or module not in command_module_names():
+        return None
+    return module
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every stage registered, or only the stage whose command module is
+    ``only`` (see ``chosen_command_module``): the others are then never imported."""
     parser = argparse.ArgumentParser(
         prog="tracecanary",
         description="Distil, verify, export and replay communication canaries.",
     )
     parser.add_argument("--version", action="version", version=f"tracecanary {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="STAGE", parser_class=StageParser)
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"tracecanary.commands.{info.name}")
+    for name in [only] if only is not None else command_module_names():
+        module = importlib.import_module(f"tracecanary.commands.{name}")
         module.register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=chosen_command_module(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

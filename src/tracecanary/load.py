@@ -8,17 +8,16 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from tracecanary.clocks.status import SkewStatus
 from tracecanary.errors import InputError
 from tracecanary.formats.ids import CANARY_FORMAT, TRACE_FORMAT
 from tracecanary.limits import load_json, open_input, parse_json_bytes
-from tracecanary.matching import build_program
-from tracecanary.parquet_io import exact_nullable_int
-from tracecanary.program import Program
+
+if TYPE_CHECKING:  # imported where used: a canary's path needs no Arrow, Parquet or matching
+    import pyarrow as pa
+
+    from tracecanary.program import Program
 
 
 def sniff_format(path: str | os.PathLike) -> str:
@@ -62,17 +61,54 @@ MATCHING_COLUMNS = (
     "arrival_ns",
     "issue_ns",
 )
+# Text columns are read dictionary-encoded (pandas categoricals: a small code per event,
+# not a string per event).
+TEXT_MATCHING_COLUMNS = ("op", "dtype", "group", "phase", "stream")
+# Columns whose absence means to matching what a column with every value missing means
+# (no explicit instances, arrival = issue, no phase / stream, no root), so a table where
+# they hold nothing need not read them.
+OPTIONAL_MATCHING_COLUMNS = ("instance", "arrival_ns", "phase", "stream", "root")
 
 
-def read_matching_columns(path: str | os.PathLike) -> pa.Table:
+def read_matching_columns(
+    path: str | os.PathLike, *, skip_empty_optional: bool = False
+) -> pa.Table:
     """The columns of a normalized Parquet that matching reads (``MATCHING_COLUMNS``,
-    those present, in file order). Refuses an unreadable file (InputError)."""
+    those present, in file order; text columns dictionary-encoded). With
+    ``skip_empty_optional``, an ``OPTIONAL_MATCHING_COLUMNS`` column whose Parquet
+    statistics say every value is missing is not read. Refuses an unreadable file
+    (InputError)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
-        names = pq.read_schema(path).names
-        wanted = [c for c in names if c in MATCHING_COLUMNS]
-        return pq.read_table(path, columns=wanted)
+        meta = pq.read_metadata(path)
+        names = meta.schema.to_arrow_schema().names
+        empty = _all_missing_columns(meta, OPTIONAL_MATCHING_COLUMNS) if skip_empty_optional else ()
+        wanted = [c for c in names if c in MATCHING_COLUMNS and c not in empty]
+        text = [c for c in wanted if c in TEXT_MATCHING_COLUMNS]
+        return pq.read_table(path, columns=wanted, read_dictionary=text)
     except (pa.ArrowException, OSError) as err:
         raise InputError(f"unreadable Parquet: {err}"[:300], file=str(path)) from None
+
+
+def _all_missing_columns(meta, candidates: tuple[str, ...]) -> set[str]:
+    """The ``candidates`` (top-level columns) that every row group's statistics show as
+    all null; a column without statistics anywhere is not among them."""
+    index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    empty = set()
+    for name in candidates:
+        i = index.get(name)
+        if i is None or meta.num_rows == 0:
+            continue
+        groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
+        stats = [g.column(i).statistics for g in groups]
+        if all(
+            st is not None and st.has_null_count and st.null_count == g.num_rows
+            for st, g in zip(stats, groups, strict=True)
+        ):
+            empty.add(name)
+    return empty
 
 
 def program_from_normalized(table, sidecar: dict) -> Program:
@@ -80,7 +116,12 @@ def program_from_normalized(table, sidecar: dict) -> Program:
     (decided once at ingest, not re-derived). ``table`` is converted to pandas with
     ``self_destruct``: the Arrow buffers are released column by column as they are
     converted, so the two copies are not held at once; the caller must not use
-    ``table`` afterwards."""
+    ``table`` afterwards. Matching then takes the columns over one by one
+    (``build_program_from_columns``): each is freed once read."""
+    from tracecanary.clocks.status import SkewStatus
+    from tracecanary.matching import build_program_from_columns
+    from tracecanary.parquet_io import exact_nullable_int
+
     if "skew" not in sidecar:
         raise InputError(
             "normalized table's sidecar declares no skew status (written by an older "
@@ -94,8 +135,10 @@ def program_from_normalized(table, sidecar: dict) -> Program:
     del table
     if arrival is not None:  # absolute times with gaps: exact, not float64
         frame["arrival_ns"] = arrival
-    return build_program(
-        frame,
+    columns = {name: frame[name] for name in frame.columns}
+    del frame, arrival
+    return build_program_from_columns(
+        columns,
         groups=groups,
         world_size=int(sidecar["meta"]["world_size"]),
         clocks=clocks,
@@ -113,7 +156,9 @@ def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
         side = sidecar_path(path)
         if not side.is_file():
             raise InputError("normalized table has no .meta.json sidecar", file=str(path))
-        return program_from_normalized(read_matching_columns(path), load_json(side))
+        return program_from_normalized(
+            read_matching_columns(path, skip_empty_optional=True), load_json(side)
+        )
     if kind == TRACE_FORMAT:
         from tracecanary.ingest import ingest_files
 
@@ -121,7 +166,8 @@ def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
             out = Path(tmp) / "trace.parquet"
             result = ingest_files([str(path)], out)
             return program_from_normalized(
-                read_matching_columns(out), json.loads(result.sidecar.read_text())
+                read_matching_columns(out, skip_empty_optional=True),
+                json.loads(result.sidecar.read_text()),
             )
     if kind == CANARY_FORMAT:
         from tracecanary.compile.document import load_canary

@@ -37,7 +37,7 @@ def _refuse(field: str, group: str, instance, ranks, message: str) -> MergeError
     )
 
 
-def _instance_keys(events: pd.DataFrame) -> tuple[np.ndarray, list[str], np.ndarray]:
+def _instance_keys(events) -> tuple[np.ndarray, list[str], np.ndarray]:
     """(key code per event, key names, key instance per event).
 
     The key of a collective is its group id; of a send/recv, ``p2p:<src>-><dst>``. Codes
@@ -45,7 +45,7 @@ def _instance_keys(events: pd.DataFrame) -> tuple[np.ndarray, list[str], np.ndar
     key shares its key, as the string keys always did). The instance is the event's
     explicit ``instance`` when every event has one, else its per-(rank, key) count in
     row order. Built on integer codes: no per-event Python string is created."""
-    n = len(events)
+    n = len(events["rank"])
     op = events["op"]
     is_p2p = op.isin(["send", "recv"]).to_numpy(dtype=bool)
     rank = events["rank"].to_numpy(dtype=np.int64)
@@ -82,9 +82,17 @@ def _cumcount(keys: np.ndarray) -> np.ndarray:
         return out
     order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
-    starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
-    run_start = np.repeat(starts, np.diff(np.append(starts, n)))
-    out[order] = np.arange(n, dtype=np.int64) - run_start
+    new_run = np.empty(n, dtype=bool)
+    new_run[0] = True
+    np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=new_run[1:])
+    del sorted_keys  # a few int64 arrays of the events at a time, not six
+    position = np.arange(n, dtype=np.int64)
+    run_start = np.where(new_run, position, 0)
+    del new_run
+    np.maximum.accumulate(run_start, out=run_start)
+    position -= run_start
+    del run_start
+    out[order] = position
     return out
 
 
@@ -128,16 +136,27 @@ class _Occurrences:
 
 
 def _group_occurrences(code: np.ndarray, instance: np.ndarray) -> _Occurrences:
+    """Occurrences numbered in order of first appearance of their (key, instance), as
+    ``groupby(sort=False).ngroup()`` numbers them: one int64 key per event (when the
+    instances' span allows) factorized, not a grouped DataFrame."""
     n = code.size
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
         return _Occurrences(empty, empty, np.zeros(1, dtype=np.int64))
-    occ_of = (
-        pd.DataFrame({"k": code, "i": instance})
-        .groupby(["k", "i"], sort=False)
-        .ngroup()
-        .to_numpy(dtype=np.int64)
-    )
+    lo, hi = int(instance.min()), int(instance.max())
+    span = hi - lo + 1
+    if span * (int(code.max()) + 1) < 1 << 62:
+        key = code * span + (instance - lo)
+        occ_of, _ = pd.factorize(key, sort=False)
+        del key
+        occ_of = occ_of.astype(np.int64, copy=False)
+    else:  # explicit instances too far apart for one int64 key
+        occ_of = (
+            pd.DataFrame({"k": code, "i": instance})
+            .groupby(["k", "i"], sort=False)
+            .ngroup()
+            .to_numpy(dtype=np.int64)
+        )
     order = np.argsort(occ_of, kind="stable")
     count = int(occ_of.max()) + 1
     bounds = np.searchsorted(occ_of[order], np.arange(count + 1))
@@ -158,24 +177,53 @@ def build_program(
 
     Vectorized over integer codes (memory and time grow with the events, not with
     Python objects per event); refusals name the same collective, field and ranks as a
-    per-collective scan in order of first appearance would."""
+    per-collective scan in order of first appearance would. ``events`` is not modified
+    (see ``build_program_from_columns``)."""
     ev = events.reset_index(drop=True)
-    code, names, instance = _instance_keys(ev)
+    return build_program_from_columns(
+        {name: ev[name] for name in ev.columns},
+        groups=groups,
+        world_size=world_size,
+        clocks=clocks,
+        clock_map=clock_map,
+        skew=skew,
+        notes=notes,
+    )
+
+
+def build_program_from_columns(
+    columns: dict[str, pd.Series],
+    *,
+    groups: dict[str, list[int]],
+    world_size: int,
+    clocks: dict[int, str],
+    clock_map: ClockMap | None = None,
+    skew: SkewStatus | None = None,
+    notes: tuple[str, ...] = (),
+) -> Program:
+    """``build_program`` of the normalized columns in ``columns`` (name -> Series of one
+    length, default index; string columns may be categorical), which it takes over: each
+    column is removed from the dict once read, and every per-event array is dropped once
+    its per-occurrence result is taken, so a caller holding no other reference to the
+    columns has its events' memory released while the occurrences are built. The peak
+    is a few int64 arrays per event on top of the columns, not a table of Python objects.
+    The same program and refusals as ``build_program``."""
+    code, names, instance = _instance_keys(columns)
+    for name in ("group", "peer", "instance"):
+        columns.pop(name, None)
     occs = _group_occurrences(code, instance)
     G = occs.count
-    rank = ev["rank"].to_numpy(dtype=np.int64)
+    rank = columns.pop("rank").to_numpy(dtype=np.int64)
     seen = set(np.unique(rank).tolist())
     names_arr = np.asarray(names, dtype=object)
-
-    def key_of(g: int) -> tuple[str, int]:
-        row = int(occs.order[occs.bounds[g]])
-        return str(names_arr[code[row]]), int(instance[row])
+    first_row = occs.order[occs.bounds[:-1]] if G else np.zeros(0, dtype=np.int64)
 
     # duplicate contributions: the first row (file order) of any duplicated (occ, rank)
     width = int(rank.max()) + 1 if rank.size else 1
     pair = occs.occ_of * width + rank
     sorted_pair = np.sort(pair)
     repeated = sorted_pair[1:][sorted_pair[1:] == sorted_pair[:-1]]
+    del sorted_pair
     if repeated.size:
         row = int(np.flatnonzero(np.isin(pair, repeated))[0])
         raise _refuse(
@@ -185,36 +233,48 @@ def build_program(
             [rank[row]],
             "two contributions of the same rank to one collective",
         )
+    del pair, repeated
 
     # conflicting metadata (op kind, bytes, dtype, root), first field then first collective
-    op_codes, op_names = pd.factorize(ev["op"], sort=False)
+    op_codes, op_names = _text_codes(columns.pop("op"))
     op_names = np.asarray([str(o) for o in op_names], dtype=object)
     is_p2p_ev = np.isin(op_codes, np.flatnonzero(np.isin(op_names, ["send", "recv"])))
     is_send = np.isin(op_codes, np.flatnonzero(op_names == "send"))
-    root_f = ev["root"].fillna(-1).to_numpy(dtype=np.int64)
+    root = columns.pop("root", None)  # absent: no root anywhere (-1)
+    root_f = None if root is None else root.fillna(-1).to_numpy(dtype=np.int64)
+    del root
     kind_codes = np.where(is_p2p_ev, -2, op_codes)
-    dtype_codes, dtype_names = pd.factorize(ev["dtype"], sort=False)
+    dtype_codes, dtype_names = _text_codes(columns.pop("dtype"))
     dtype_names = np.asarray(list(dtype_names) + [np.nan], dtype=object)  # code -1: missing
-    bytes_v = ev["bytes"].to_numpy(dtype=np.int64)
-    for field, values, shown in (
-        ("op", kind_codes, lambda idx: op_names[op_codes[idx]]),
-        ("bytes", bytes_v, lambda idx: bytes_v[idx]),
-        ("dtype", dtype_codes, lambda idx: dtype_names[dtype_codes[idx]]),
-        ("root", root_f, lambda idx: root_f[idx]),
+    bytes_v = columns.pop("bytes").to_numpy(dtype=np.int64)
+    for field, values, shown, labels in (  # a value shown is labels[shown] (or shown)
+        ("op", kind_codes, op_codes, op_names),
+        ("bytes", bytes_v, bytes_v, None),
+        ("dtype", dtype_codes, dtype_codes, dtype_names),
+        ("root", root_f, root_f, None),
     ):
         if not G:
             break
-        values = np.asarray(values, dtype=np.int64)
+        if values is None:
+            continue
         bad = np.flatnonzero(occs.reduce(np.minimum, values) != occs.reduce(np.maximum, values))
         if bad.size:
-            g, k = key_of(int(bad[0]))
+            g, k = _occurrence_key(occs, names_arr, code, instance, int(bad[0]))
             idx = occs.rows(int(bad[0]))
+            got = shown[idx] if labels is None else labels[shown[idx]]
             text = ", ".join(
-                f"rank {r}: {v}" for r, v in zip(rank[idx].tolist(), list(shown(idx)), strict=True)
+                f"rank {r}: {v}" for r, v in zip(rank[idx].tolist(), list(got), strict=True)
             )
             raise _refuse(
                 field, g, k, rank[idx], f"conflicting {field} across members ({text})"[:300]
             )
+    del values, shown, labels, kind_codes
+    # per occurrence from here on: the first member's values (all members agree)
+    op_first = op_names[op_codes[first_row]]
+    bytes_first = bytes_v[first_row]
+    dtype_first = dtype_names[dtype_codes[first_row]]
+    root_first = np.full(G, -1, dtype=np.int64) if root_f is None else root_f[first_row]
+    del op_codes, bytes_v, dtype_codes, root_f
     size = np.diff(occs.bounds)
     # p2p pairing: each pair must have exactly one send and one recv
     if is_p2p_ev.any():
@@ -223,13 +283,14 @@ def build_program(
         recvs = p2p_rows - sends
         bad = np.flatnonzero((p2p_rows > 0) & ~((sends == 1) & (recvs == 1)))
         if bad.size:
-            g, k = key_of(int(bad[0]))
+            g, k = _occurrence_key(occs, names_arr, code, instance, int(bad[0]))
             idx = occs.rows(int(bad[0]))
             idx = idx[is_p2p_ev[idx]]
             found = ["recv"] * int(recvs[bad[0]]) + ["send"] * int(sends[bad[0]])
             raise _refuse(
                 "peer", g, k, rank[idx], f"send/recv do not pair (found {', '.join(found)})"
             )
+    del is_p2p_ev, is_send
     # membership: every captured rank of the group must contribute
     expected = {}
     partially_captured = []
@@ -238,15 +299,15 @@ def build_program(
         expected[gid] = len(captured)
         if len(captured) < len(ranks):
             partially_captured.append(gid)
-    first_row = occs.order[occs.bounds[:-1]] if G else np.zeros(0, dtype=np.int64)
-    key_names = names_arr[code[first_row]] if G else names_arr[:0]
+    code_first = code[first_row] if G else np.zeros(0, dtype=np.int64)
+    key_names = names_arr[code_first] if G else names_arr[:0]
     want_by_code = np.array(
         [2 if k.startswith("p2p:") else expected.get(k, 0) for k in names], dtype=np.int64
     )
-    want = want_by_code[code[first_row]] if G else np.zeros(0, dtype=np.int64)
+    want = want_by_code[code_first] if G else np.zeros(0, dtype=np.int64)
     short = np.flatnonzero(size < want)
     if short.size:
-        g, k = key_of(int(short[0]))
+        g, k = _occurrence_key(occs, names_arr, code, instance, int(short[0]))
         members = rank[occs.rows(int(short[0]))].tolist()
         missing = [r for r in groups[g] if r in seen and r not in members]
         raise _refuse(
@@ -256,19 +317,20 @@ def build_program(
             members,
             f"rank(s) {','.join(map(str, missing))} of group {g} did not record this collective",
         )
-    # measured fields: all members or none
-    measured_values = {}
+    # measured fields: all members or none; the max over members where measured
+    measured_top = {}
     for field in ("latency_ns", "overlap_ns"):
-        column = ev[field]
+        column = columns.pop(field)
         present = column.notna().to_numpy(dtype=bool)
         if pd.api.types.is_integer_dtype(column.dtype):  # nothing missing: exact int64
             values, floor = column.to_numpy(dtype=np.int64), np.iinfo(np.int64).min
         else:  # float64 with NaN, as pandas holds an integer column with gaps
             values, floor = column.to_numpy(dtype=np.float64, na_value=np.nan), -np.inf
+        del column
         count = np.bincount(occs.occ_of[present], minlength=G) if G else np.zeros(0, np.int64)
         bad = np.flatnonzero((count > 0) & (count < size))
         if bad.size:
-            g, k = key_of(int(bad[0]))
+            g, k = _occurrence_key(occs, names_arr, code, instance, int(bad[0]))
             idx = occs.rows(int(bad[0]))
             which = rank[idx][~present[idx]].tolist()
             raise _refuse(
@@ -278,14 +340,25 @@ def build_program(
                 rank[idx],
                 f"{field} partially measured (absent on rank(s) {','.join(map(str, which))})",
             )
-        measured_values[field] = (np.where(present, values, floor), count)
+        values = np.where(present, values, floor)
+        del present
+        top = occs.reduce(np.maximum, values) if G else np.zeros(0, dtype=values.dtype)
+        measured_top[field] = (top, count)
+        del values
+    inst_first = instance[first_row]
+    del code, instance  # refusals that name a collective are all made above
+    phase_first = _first_text(occs, columns.pop("phase", None))
+    stream_first = _first_text(occs, columns.pop("stream", None))
 
     # clocks -> arrival on one timeline
+    issue = columns.pop("issue_ns")
+    arrival_col = columns.pop("arrival_ns", None)
     local = (
-        ev["arrival_ns"].fillna(ev["issue_ns"]).astype(np.int64).to_numpy()
-        if "arrival_ns" in ev
-        else ev["issue_ns"].to_numpy(np.int64)
+        arrival_col.fillna(issue).astype(np.int64).to_numpy()
+        if arrival_col is not None
+        else issue.to_numpy(np.int64)
     )
+    del issue, arrival_col
     if clock_map is not None:
         mapped = SkewStatus(
             True, uncertainty_ns=mapped_skew_uncertainty_ns(clock_map, sorted(seen))
@@ -307,33 +380,24 @@ def build_program(
         )
         np.minimum.at(origin, clock_codes, local)
         arrival = local - origin[clock_codes]
+        del clock_codes
+    del local
     arrival = np.asarray(arrival, dtype=np.int64)
 
     # one row per occurrence (first appearance order), then sorted by (T, key, instance)
     T_g = occs.reduce(np.minimum, arrival) if G else np.zeros(0, dtype=np.int64)
-    is_p2p_g = np.array([k.startswith("p2p:") for k in names], dtype=bool)[code[first_row]]
+    is_p2p_g = np.array([k.startswith("p2p:") for k in names], dtype=bool)[code_first]
     declared = {gid: len(ranks) for gid, ranks in groups.items()}
     declared_by_code = np.array([declared.get(k, 0) for k in names], dtype=np.int64)
-    group_size_g = np.where(is_p2p_g, 2, declared_by_code[code[first_row]]).astype(np.int64)
+    group_size_g = np.where(is_p2p_g, 2, declared_by_code[code_first]).astype(np.int64)
     name_rank = np.empty(len(names), dtype=np.int64)
     name_rank[np.argsort(np.asarray(names, dtype=object), kind="stable")] = np.arange(len(names))
-    inst_g = instance[first_row]
-    perm = np.lexsort((inst_g, name_rank[code[first_row]], T_g))
+    perm = np.lexsort((inst_first, name_rank[code_first], T_g))
     new_index = np.empty(G, dtype=np.int64)
     new_index[perm] = np.arange(G, dtype=np.int64)
 
-    def optional_text(column: str) -> np.ndarray:
-        """First non-missing value per occurrence (as groupby ``first`` skips NA), or ""."""
-        out = np.full(G, "", dtype=object)
-        if column in ev:
-            first = occs.first_valid(ev[column].notna().to_numpy(dtype=bool))
-            found = first >= 0
-            out[found] = ev[column].iloc[first[found]].to_numpy(dtype=object)
-        return out[perm]
-
     def measured_max(field: str) -> tuple[np.ndarray, np.ndarray]:
-        values, count = measured_values[field]
-        top = occs.reduce(np.maximum, values) if G else np.zeros(0, dtype=values.dtype)
+        top, count = measured_top[field]
         has = count > 0
         return np.where(has, top, 0).astype(np.int64)[perm], has[perm]
 
@@ -342,21 +406,29 @@ def build_program(
     overlap, has_overlap = measured_max("overlap_ns")
     latency, has_latency = measured_max("latency_ns")
     tail = _tail_windows(overlap, has_overlap)
-    ops_g = np.where(is_p2p_g, "send", op_names[op_codes[first_row]]).astype(object)
+    ops_g = np.where(is_p2p_g, "send", op_first).astype(object)
 
+    # members sorted by (occurrence, rank); skew = arrival - the occurrence's issue time
     member_occ = new_index[occs.occ_of]
-    skew = arrival - T[member_occ]
+    del occs
+    skew_ns = T[member_occ]
+    np.subtract(arrival, skew_ns, out=skew_ns)  # arrival may be the caller's column: not in place
+    del arrival
     mem_order = np.lexsort((rank, member_occ))
+    member_occ = member_occ[mem_order]
+    rank = rank[mem_order]
+    skew_ns = skew_ns[mem_order] if skew_known else np.zeros(len(mem_order), dtype=np.int64)
+    del mem_order
     return make_program(
         {
             "op": ops_g[perm],
-            "bytes": bytes_v[first_row][perm],
-            "dtype": dtype_names[dtype_codes[first_row]][perm],
+            "bytes": bytes_first[perm],
+            "dtype": dtype_first[perm],
             "group": key_names[perm],
             "group_size": group_size_g[perm],
-            "root": root_f[first_row][perm],
-            "phase": optional_text("phase"),
-            "stream": optional_text("stream"),
+            "root": root_first[perm],
+            "phase": phase_first[perm],
+            "stream": stream_first[perm],
             "gap_ns": gap,
             "overlap_ns": overlap,
             "has_overlap": has_overlap,
@@ -364,17 +436,42 @@ def build_program(
             "has_latency": has_latency,
             "tail": tail,
         },
-        {
-            "occ": member_occ[mem_order],
-            "rank": rank[mem_order],
-            "skew_ns": (skew if skew_known else np.zeros_like(skew))[mem_order],
-        },
+        {"occ": member_occ, "rank": rank, "skew_ns": skew_ns},
         world_size=world_size,
         skew_known=skew_known,
         skew_reason=skew_reason,
         notes=notes,
         skew_uncertainty_ns=status.uncertainty_ns or 0,
     )
+
+
+def _text_codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """(code per row, value per code) of a text column, -1 where missing: a categorical's
+    own codes (a byte or two per row), else codes in order of first appearance. The
+    codes are only compared for equality and looked up, so either numbering serves."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(), column.cat.categories
+    codes, uniques = pd.factorize(column, sort=False)
+    return codes, pd.Index(uniques)
+
+
+def _occurrence_key(
+    occs: _Occurrences, names: np.ndarray, code: np.ndarray, instance: np.ndarray, g: int
+) -> tuple[str, int]:
+    """(key name, instance) of occurrence ``g`` (read from its first event)."""
+    row = int(occs.order[occs.bounds[g]])
+    return str(names[code[row]]), int(instance[row])
+
+
+def _first_text(occs: _Occurrences, values: pd.Series | None) -> np.ndarray:
+    """Per occurrence: its first non-missing value of ``values`` (as groupby ``first``
+    skips NA), or "" (everywhere when the column is absent)."""
+    out = np.full(occs.count, "", dtype=object)
+    if values is not None:
+        first = occs.first_valid(values.notna().to_numpy(dtype=bool))
+        found = first >= 0
+        out[found] = values.iloc[first[found]].to_numpy(dtype=object)
+    return out
 
 
 def _tail_windows(overlap: np.ndarray, measured: np.ndarray) -> np.ndarray:

@@ -109,10 +109,14 @@ def merge_captures(
     output: str | os.PathLike,
     calibration_path: str | None = None,
     groups_path: str | None = None,
+    recorded_as: list[dict] | None = None,
 ) -> dict:
     """Merge ``captures`` into ``output`` (a tracecanary.trace/v1 file); returns a summary.
     A capture set missing a rank of the declared world is refused; groups and dtypes
-    that imported captures leave undetermined are settled first (``merge_inputs``)."""
+    that imported captures leave undetermined are settled first (``merge_inputs``).
+    ``recorded_as`` (``{"path": name, "sha256": digest}`` per capture) is written as
+    ``meta.merged_from`` instead of the captures' own names and digests: the original
+    rank files of captures a scattered job rewrote (``tracecanary.rank_blocks``)."""
     if not captures:
         raise InputError("no captures given", field="captures")
     refuse_raw_kineto(captures)
@@ -190,7 +194,9 @@ def merge_captures(
             notes.append(f"cross-rank skew unknown: {program.skew_reason}")
     events["instance"] = events["key_instance"]
     meta["notes"] = notes
-    meta["merged_from"] = [{"path": Path(p).name, "sha256": sha256_file(p)} for p in captures]
+    meta["merged_from"] = recorded_as or [
+        {"path": Path(p).name, "sha256": sha256_file(p)} for p in captures
+    ]
     events = events.sort_values(["rank", "seq"], kind="stable")
     records = []
     columns = [

@@ -38,7 +38,10 @@ def progress(
     unit: str = "it",
 ) -> Any:
     """A tqdm bar over ``iterable`` (or a manual one: ``total`` and ``.update(n)``) on
-    stderr; a silent pass-through with the same interface when ``enabled()`` is False."""
+    stderr; a ``SilentBar`` (the same calls, no output, tqdm not even imported) when
+    ``enabled()`` is False."""
+    if not enabled():
+        return SilentBar(iterable)
     from tqdm import tqdm
 
     return tqdm(
@@ -51,6 +54,37 @@ def progress(
         leave=False,
         dynamic_ncols=True,
     )
+
+
+class SilentBar:
+    """What ``progress`` gives when nothing is shown: iterates ``iterable`` unchanged and
+    accepts the tqdm calls this package makes (``update``, ``n``, ``set_postfix_str``,
+    ``set_description``, ``close``, use as a context manager), writing nothing."""
+
+    def __init__(self, iterable: Iterable | None = None) -> None:
+        self.iterable = iterable
+        self.n = 0
+
+    def __iter__(self):
+        return iter(self.iterable if self.iterable is not None else ())
+
+    def __enter__(self) -> SilentBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+        return None
+
+    def set_description(self, desc: str | None = None, refresh: bool = True) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
 
 
 def note(line: str) -> None:

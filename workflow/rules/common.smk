@@ -43,14 +43,46 @@ def captures_calibration(source):
 
 def get_merge_input(wildcards):
     src = source_of(wildcards)
-    if src["kind"] == "captures":
-        return {"captures": src["captures"], "calibration": captures_calibration(wildcards.source)}
+    if src["kind"] == "captures":  # the blocks ingest.smk checked, in the source's order
+        blocks = rank_block_dirs(wildcards.source)
+        return {"capture_blocks": blocks, "calibration": captures_calibration(wildcards.source)}
     if src["kind"] == "live_capture":
         return {"captures": f"results/{CAMPAIGN}/import/{wildcards.source}", "calibration": src["calibration"]}
     if src["kind"] == "kineto":  # see kineto.smk
         calibration = src.get("calibration") or f"results/{CAMPAIGN}/calibration/{wildcards.source}.json"
         return {"captures": f"results/{CAMPAIGN}/kineto_import/{wildcards.source}", "calibration": calibration}
     raise ValueError(f"source {wildcards.source} has no captures to merge")
+
+
+# per-rank work as Snakemake jobs (docs/cluster.md): a captures or kineto source's rank files
+# in blocks of scatter.rank_files_per_job (or the source's own), one job per block
+RANK_BLOCK_DIRS = {"captures": "capture_blocks", "kineto": "kineto_blocks"}
+
+
+def rank_file_blocks(source):
+    """The source's rank files (captures / traces) in the blocks its scattered jobs take."""
+    from tracecanary.rank_blocks import partition
+
+    src = SOURCES[source]
+    files = src["captures"] if src["kind"] == "captures" else src["traces"]
+    per_job = src.get("rank_files_per_job") or config["scatter"]["rank_files_per_job"]
+    return partition(list(files), per_job)
+
+
+def rank_block_dirs(source):
+    """The directories the source's block jobs write, block 0 first."""
+    kind_dir = RANK_BLOCK_DIRS[SOURCES[source]["kind"]]
+    blocks = range(len(rank_file_blocks(source)))
+    return [f"results/{CAMPAIGN}/{kind_dir}/{source}/block{b}" for b in blocks]
+
+
+def rank_block_files(wildcards):
+    return rank_file_blocks(wildcards.source)[int(wildcards.block)]
+
+
+def rank_block_first_index(wildcards):
+    """Position of the block's first rank file in the source's list."""
+    return sum(len(b) for b in rank_file_blocks(wildcards.source)[: int(wildcards.block)])
 
 
 # external ladders (nccl-tests logs) are staged into the campaign as recorded evidence
@@ -86,11 +118,16 @@ def provenance_targets(wildcards):
     targets += provenance_of("verify", source=SOURCES, budget=BUDGETS)
     targets += provenance_of("search", source=SOURCES)
     targets += provenance_of("baselines", source=SOURCES)
+    targets += provenance_of("controls", source=SOURCES)
     targets += provenance_of("replay", source=SOURCES, which=["source", "canary"])
     targets += provenance_of("compare", source=SOURCES)
     targets += provenance_of("timeline", source=SOURCES)
     targets += provenance_of("merge", source=sources_of_kind("captures", "live_capture", "kineto"))
     targets += provenance_of("import_kineto_traces", source=sources_of_kind("kineto"))
+    targets += provenance_of("capture_set_header", source=sources_of_kind("captures"))
+    for sid in sources_of_kind("captures", "kineto"):
+        block_rule = "ingest_capture_block" if SOURCES[sid]["kind"] == "captures" else "import_kineto_block"
+        targets += provenance_of(block_rule, source=sid, block=range(len(rank_file_blocks(sid))))
     targets += provenance_of("same_host_calibration", source=[s for s in sources_of_kind("kineto") if SOURCES[s].get("same_host")])
     targets += provenance_of("calibrate_clocks", source=DERIVED_CALIBRATION)
     targets += provenance_of("capture_kineto", source=sources_of_kind("live_capture"))
@@ -110,6 +147,8 @@ def provenance_targets(wildcards):
         targets += provenance_of("physical_report")
         if SWEEPS:
             targets += provenance_of("calibrate_backends")
+            targets += provenance_of("dispatch_program", config=PHYSICAL["configs"])
+            targets += provenance_of("replay_dispatch", config=PHYSICAL["configs"])
     if PARAM_UPSTREAM_ON:  # workflow/rules/param_upstream.smk
         targets += provenance_of(
             "export_param_upstream", source=PHYSICAL_SOURCE, program=["canary", "full"]
@@ -171,6 +210,7 @@ def summary_inputs(wildcards):
         "source_reports": [f"results/{CAMPAIGN}/replay/{s}/source.json" for s in SOURCES],
         "baselines": [f"results/{CAMPAIGN}/reduce/{s}/verification.json" for s in REDUCED],
         "sampling_baselines": [f"results/{CAMPAIGN}/baselines/{s}.json" for s in SOURCES],
+        "controls": [f"results/{CAMPAIGN}/controls/{s}.json" for s in SOURCES],
         "physical": physical_summaries(),
         "alphabeta_fits": [f"results/{CAMPAIGN}/alphabeta/{l}/fit.json" for l in ALPHABETA],
     }

@@ -1,10 +1,30 @@
-# Sources of kind: kineto — per-rank PyTorch profiler traces, imported, then merged by
-# merge.smk (get_merge_input in common.smk); same_host: true writes the calibration.
+# Sources of kind: kineto — per-rank PyTorch profiler traces, imported one job per block of
+# rank files (scatter.rank_files_per_job, docs/cluster.md), gathered into one directory, then
+# merged by merge.smk (get_merge_input in common.smk); same_host: true writes the calibration.
+
+
+rule import_kineto_block:
+    input:
+        traces=rank_block_files,
+    output:
+        imported=directory("results/{campaign}/kineto_blocks/{source}/block{block}"),
+        prov="results/{campaign}/provenance/import_kineto_block/{source}/block{block}.json",
+    wildcard_constraints:
+        block="[0-9]+",
+    log:
+        "logs/{campaign}/import_kineto_block/{source}/block{block}.log",
+    benchmark:
+        "benchmarks/{campaign}/import_kineto_block/{source}/block{block}.tsv"
+    threads: 2
+    conda:
+        ENV
+    script:
+        "../../scripts/import_kineto_block.py"
 
 
 rule import_kineto_traces:
     input:
-        traces=lambda wc: SOURCES[wc.source]["traces"],
+        blocks=lambda wc: rank_block_dirs(wc.source),
     output:
         imported=directory("results/{campaign}/kineto_import/{source}"),
         prov="results/{campaign}/provenance/import_kineto_traces/{source}.json",
@@ -12,7 +32,6 @@ rule import_kineto_traces:
         "logs/{campaign}/import_kineto_traces/{source}.log",
     benchmark:
         "benchmarks/{campaign}/import_kineto_traces/{source}.tsv"
-    threads: 2
     conda:
         ENV
     script:

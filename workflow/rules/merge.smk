@@ -1,3 +1,8 @@
+# The gather of per-rank work (docs/cluster.md): kind captures merges the blocks
+# ingest_capture_block checked (ingest.smk), kind kineto the imported ranks (kineto.smk),
+# live_capture its imported ranks; inputs from get_merge_input (common.smk).
+
+
 rule merge:
     input:
         unpack(get_merge_input),

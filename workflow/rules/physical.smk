@@ -50,12 +50,69 @@ rule replay_physical:
         "../../scripts/replay_physical.py"
 
 
+rule dispatch_program:
+    # the calibration program of the replayer's dispatch lateness for one configuration:
+    # every consecutive step pair of the canary and the full program, repeated
+    # (sim/dispatch.py, docs/simulator.md)
+    input:
+        canary=f"results/{{campaign}}/param/{PHYSICAL_SOURCE}/canary",
+        full=f"results/{{campaign}}/param/{PHYSICAL_SOURCE}/full",
+        physical_configs=PHYSICAL["physical_configs"],
+    output:
+        program=directory("results/{campaign}/dispatch/{config}/program"),
+        prov="results/{campaign}/provenance/dispatch_program/{config}.json",
+    params:
+        backend=PHYSICAL["backend"],
+    log:
+        "logs/{campaign}/dispatch_program/{config}.log",
+    benchmark:
+        "benchmarks/{campaign}/dispatch_program/{config}.tsv"
+    conda:
+        ENV
+    script:
+        "../../scripts/dispatch_program.py"
+
+
+rule replay_dispatch:
+    # the calibration program replayed once under its configuration, a separate run: the
+    # simulator twin is never calibrated on the replays it is judged on
+    input:
+        program="results/{campaign}/dispatch/{config}/program",
+        physical_configs=PHYSICAL["physical_configs"],
+    output:
+        attempt=directory("results/{campaign}/dispatch/{config}/attempt"),
+        prov="results/{campaign}/provenance/replay_dispatch/{config}.json",
+    params:
+        backend=PHYSICAL["backend"],
+        warmup=PHYSICAL["warmup"],
+        iters=PHYSICAL["iters"],
+        timeout=PHYSICAL["timeout"],
+    threads: workflow.cores
+    resources:
+        nodes=PHYSICAL["nodes"],
+        tasks=PHYSICAL["nodes"] * PHYSICAL["nproc"],
+        mpi="srun",
+        runtime=30,
+    log:
+        "logs/{campaign}/replay_dispatch/{config}.log",
+    benchmark:
+        "benchmarks/{campaign}/replay_dispatch/{config}.tsv"
+    conda:
+        ENV
+    script:
+        "../../scripts/replay_dispatch.py"
+
+
 rule calibrate_backends:
     # simulator configurations of the physical ones, priced from the campaign's own ladders
-    # (docs/simulator.md); a configuration without evidence for an op the replayed programs
+    # (docs/simulator.md) plus each configuration's dispatch lateness measured in its own
+    # calibration replay; a configuration without evidence for an op the replayed programs
     # use is refused by name
     input:
         ladders=lambda wc: [f"results/{wc.campaign}/sweeps/{s}" for s in SWEEPS],
+        dispatch=lambda wc: [
+            f"results/{wc.campaign}/dispatch/{c}/attempt" for c in PHYSICAL["configs"]
+        ],
         physical_configs=PHYSICAL["physical_configs"],
         canary=f"results/{{campaign}}/param/{PHYSICAL_SOURCE}/canary",
         full=f"results/{{campaign}}/param/{PHYSICAL_SOURCE}/full",

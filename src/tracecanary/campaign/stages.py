@@ -16,6 +16,7 @@ fills them in); a subcommand exit code outside a stage's accepted codes raises.
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,14 @@ from typing import Any
 
 # rules whose outputs are measurements (evidence): recorded, never re-run by regeneration
 RECORDED_RULES = frozenset(
-    {"capture_kineto", "replay_physical", "replay_param", "sweep", "stage_external"}
+    {
+        "capture_kineto",
+        "replay_physical",
+        "replay_dispatch",
+        "replay_param",
+        "sweep",
+        "stage_external",
+    }
 )
 
 BEHAVIOR_FIELDS = ("skew", "overlap", "gap", "latency")  # what a compile budget bounds
@@ -35,7 +43,7 @@ def cli(argv: list[Any], ok_codes: tuple[int, ...] = (0,)) -> int:
     """Run one ``tracecanary`` subcommand in-process; raise unless its exit code is in
     ``ok_codes`` (a gate that did not hold, exit 1, is a recorded result for the
     verification and compare rules; its one-line error is already in the rule's log)."""
-    from tracecanary.cli import main  # the CLI imports every command: load it on first use
+    from tracecanary.cli import main  # loaded on first use; a run imports its command alone
 
     code = main([str(a) for a in argv])
     if code not in ok_codes:
@@ -66,10 +74,39 @@ def import_kineto(job) -> None:
     cli(["import-kineto", *traces, "--jobs", job.threads, "-o", job.output.imported])
 
 
-def import_kineto_traces(job) -> None:
-    from tracecanary.kineto.sources import import_source
+def _paths(value) -> list[str]:
+    """A named input as a list of paths (Snakemake hands one path over as a string)."""
+    return [value] if isinstance(value, str) else [str(v) for v in value]
 
-    import_source(list(job.input.traces), job.output.imported, job.threads)
+
+def import_kineto_block(job) -> None:
+    from tracecanary.rank_blocks import import_kineto_block as import_block
+
+    import_block(_paths(job.input.traces), job.output.imported, job.threads)
+
+
+def import_kineto_traces(job) -> None:
+    from tracecanary.rank_blocks import gather_kineto_blocks
+
+    gather_kineto_blocks(_paths(job.input.blocks), job.output.imported)
+
+
+def capture_set_header(job) -> None:
+    from tracecanary.rank_blocks import write_capture_set_header
+
+    write_capture_set_header(_paths(job.input.captures), job.output.header)
+
+
+def ingest_capture_block(job) -> None:
+    from tracecanary.rank_blocks import check_capture_block
+
+    captures = _paths(job.input.captures)
+    checked = check_capture_block(
+        job.input.header, captures, job.params.first_index, job.output.block
+    )
+    # where the job ran: on a cluster, the Slurm node (docs/cluster.md)
+    node = os.environ.get("SLURMD_NODENAME") or platform.node()
+    print(f"ingest_capture_block: {checked} rank file(s) checked on node {node}")
 
 
 def same_host_calibration(job) -> None:
@@ -88,6 +125,12 @@ def calibrate_clocks(job) -> None:
 def merge(job) -> None:
     from tracecanary.merge import merge_captures
 
+    blocks = getattr(job.input, "capture_blocks", None)
+    if blocks is not None:  # kind captures: the blocks ingest_capture_block checked
+        from tracecanary.rank_blocks import merge_capture_blocks
+
+        merge_capture_blocks(_paths(blocks), job.output.merged, job.input.calibration)
+        return
     captures = job.input.captures
     if isinstance(captures, str):
         path = Path(captures)  # a live capture's imported ranks, or one capture file
@@ -152,6 +195,13 @@ def baselines(job) -> None:
     argv = ["baselines", job.input.table, job.input.canary, "--backends", job.input.backends]
     argv += ["--tolerances", job.input.tolerances, "--markdown", job.output.markdown]
     cli([*argv, "-o", job.output.baselines])
+
+
+def controls(job) -> None:
+    argv = ["controls", job.input.table, job.input.canary, "--backends", job.input.backends]
+    argv += ["--tolerances", job.input.tolerances, "--markdown", job.output.markdown]
+    argv += ["--iterations", str(job.params.iterations), "--seed", str(job.params.seed)]
+    cli([*argv, "-o", job.output.controls])
 
 
 def search_summary(job) -> None:
@@ -300,7 +350,22 @@ def calibrate_backends(job) -> None:
     argv += ["--physical-configs", job.input.physical_configs, "--backend", job.params.backend]
     argv += [x for name in job.params.configs for x in ("--config", name)]
     argv += ["--program", job.input.canary, "--program", job.input.full]
+    for name, attempt in zip(job.params.configs, job.input.dispatch, strict=True):
+        argv += ["--dispatch", f"{name}={attempt}"]
     cli([*argv, "-o", job.output.backends])
+
+
+def dispatch_program(job) -> None:
+    """The configuration's dispatch calibration program (sim/dispatch.py)."""
+    argv = ["dispatch-program", job.input.canary, job.input.full]
+    argv += ["--config", job.wildcards.config, "--physical-configs", job.input.physical_configs]
+    cli([*argv, "--backend", job.params.backend, "--force", "-o", job.output.program])
+
+
+def replay_dispatch(job) -> None:
+    """The calibration program replayed once under its configuration: a separate run,
+    never one of the replays the simulator twin is judged on."""
+    _replay_physical_one(job, job.input.program, job.output.attempt)
 
 
 def physical_gate(job) -> None:
@@ -371,6 +436,7 @@ def summary(job) -> None:
         physical_source=job.params.physical_source,
         timelines=list(job.input.timelines),
         sampling_baselines=list(job.input.sampling_baselines),
+        controls=list(job.input.controls),
         html=job.output.html,
     )
 
@@ -380,7 +446,10 @@ STAGES: dict[str, Callable[[Any], None]] = {
     for stage in (
         capture_kineto,
         import_kineto,
+        import_kineto_block,
         import_kineto_traces,
+        capture_set_header,
+        ingest_capture_block,
         same_host_calibration,
         calibrate_clocks,
         merge,
@@ -390,6 +459,7 @@ STAGES: dict[str, Callable[[Any], None]] = {
         search,
         reduce_baseline,
         baselines,
+        controls,
         search_summary,
         replay,
         compare,
@@ -400,6 +470,8 @@ STAGES: dict[str, Callable[[Any], None]] = {
         replay_param,
         physical_report,
         calibrate_backends,
+        dispatch_program,
+        replay_dispatch,
         physical_gate,
         sweep,
         stage_external,

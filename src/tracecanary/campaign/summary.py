@@ -450,6 +450,38 @@ def sampling_baselines_section(sampling_baselines) -> list[str]:
     return lines
 
 
+def controls_section(controls) -> list[str]:
+    """Per source, the canary and its source under each simulator ablation and seeded
+    noise (``tracecanary.controls/v1``): how far each mechanism moves the source, whether
+    the canary moved with it, and one verdict line."""
+    from tracecanary.verify.controls import controls_table
+
+    if not controls:
+        return []
+    lines = [
+        "## Simulator controls (ablations and noise)",
+        "",
+        "Each searched canary and its source replayed with one model mechanism switched off "
+        "or changed, and under seeded service jitter: the largest shift of the source's mean "
+        "latency, the canary's shift in that configuration, the canary's latency mean/p99 "
+        "checks against the source under the same control, and the configuration decisions "
+        "that changed. Simulator controls, not physical interventions.",
+        "",
+    ]
+    for path in map(Path, controls):
+        doc = _load(path)
+        verdict = "yes" if doc["tracks_every_control"] else "no"
+        lines += [
+            f"### {path.name.removesuffix('.json')}",
+            "",
+            controls_table(doc).rstrip("\n"),
+            "",
+            f"canary tracks its source under every control: **{verdict}**",
+            "",
+        ]
+    return lines
+
+
 def physical_section(physical: dict | None, physical_source) -> list[str]:
     if physical is None:
         return []
@@ -520,6 +552,7 @@ def write_campaign_summary(
     physical_source=None,
     timelines=(),
     sampling_baselines=(),
+    controls=(),
     html=None,
 ) -> str:
     """One page: what the campaign showed, each line traceable to an artifact (see module
@@ -559,6 +592,7 @@ def write_campaign_summary(
     lines += rankings_section(source_reports)
     lines += baselines_section(baselines)
     lines += sampling_baselines_section(sampling_baselines)
+    lines += controls_section(controls)
     lines += physical_section(physical_doc, physical_source)
     lines += alphabeta_section(alphabeta_fits)
     lines += [

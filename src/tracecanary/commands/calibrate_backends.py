@@ -5,6 +5,10 @@ simulator configuration per physical configuration, priced by the ladders measur
 under its backend and env and replayed with its mode as a program transform.
 ``--program DIR`` (a PARAM program) checks that every configuration has evidence for
 every op that program's replay uses; a configuration without it is refused by name.
+``--dispatch NAME=ATTEMPT`` adds configuration NAME's measured dispatch lateness from the
+attempt archive of its calibration replay (``tracecanary dispatch-program``, then
+``tracecanary replay-physical`` of that program under NAME; docs/simulator.md); a name
+given again pools that replay too.
 
 Exit codes: 0 written; 2 bad input or a refusal (nothing written).
 """
@@ -46,6 +50,14 @@ def register(sub) -> None:
         help="a PARAM program directory whose every op each configuration must price (repeatable; default: none checked)",
     )
     p.add_argument(
+        "--dispatch",
+        action="append",
+        default=[],
+        metavar="NAME=ATTEMPT",
+        help="configuration NAME's dispatch lateness from its calibration replay's attempt "
+        "archive (repeatable; a name given again pools its replays; default: none, ladders only)",
+    )
+    p.add_argument(
         "--overlap-efficiency",
         type=float,
         default=0.0,
@@ -71,7 +83,7 @@ def run(args) -> int:
     from tracecanary.canonical import write_bytes_atomic
     from tracecanary.errors import InputError
     from tracecanary.sim.backends import backends_from_content
-    from tracecanary.sim.calibrate import calibrate, dump_document
+    from tracecanary.sim.calibrate import add_dispatch, calibrate, dump_document
 
     doc = calibrate(
         args.ladders,
@@ -81,6 +93,8 @@ def run(args) -> int:
         overlap_efficiency=args.overlap_efficiency,
         contention=args.contention,
     )
+    if args.dispatch:
+        doc = add_dispatch(doc, args.dispatch, file=args.output)
     backends = backends_from_content(doc, file=args.output)
     if args.program:
         from tracecanary.sim.twin import op_table, simulate_twin

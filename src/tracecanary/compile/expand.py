@@ -218,23 +218,28 @@ def executed_program(canary: dict, logical: Program) -> Program:
 
 
 def select_occurrences(program: Program, idx: np.ndarray, weights: np.ndarray) -> Program:
-    """The occurrences ``idx`` (in that order) renumbered 0.., with the given weights."""
+    """The occurrences ``idx`` (in that order) renumbered 0.., with the given weights.
+    Selecting every occurrence in order shares ``program``'s member table (the same
+    values a copy would hold: members are sorted by occurrence) instead of copying it."""
     occ = program.occurrences.iloc[idx].reset_index(drop=True)
     occ["occ"] = np.arange(len(idx), dtype=np.int64)
     occ["weight"] = np.asarray(weights, dtype=np.float64)
     occ["logical_occ"] = np.asarray(idx, dtype=np.int64)
     mem = program.members
-    mocc = mem["occ"].to_numpy(dtype=np.int64)
-    counts = np.bincount(mocc, minlength=program.n)
-    offsets = np.concatenate(([0], np.cumsum(counts)))
-    pos = member_positions(offsets[idx], counts[idx])
-    new_mem = pd.DataFrame(
-        {
-            "occ": np.repeat(np.arange(len(idx), dtype=np.int64), counts[idx]),
-            "rank": mem["rank"].to_numpy(dtype=np.int64)[pos],
-            "skew_ns": mem["skew_ns"].to_numpy(dtype=np.int64)[pos],
-        }
-    )
+    if len(idx) == program.n and np.array_equal(idx, np.arange(program.n)):
+        new_mem = mem
+    else:
+        mocc = mem["occ"].to_numpy(dtype=np.int64)
+        counts = np.bincount(mocc, minlength=program.n)
+        offsets = np.concatenate(([0], np.cumsum(counts)))
+        pos = member_positions(offsets[idx], counts[idx])
+        new_mem = pd.DataFrame(
+            {
+                "occ": np.repeat(np.arange(len(idx), dtype=np.int64), counts[idx]),
+                "rank": mem["rank"].to_numpy(dtype=np.int64)[pos],
+                "skew_ns": mem["skew_ns"].to_numpy(dtype=np.int64)[pos],
+            }
+        )
     return Program(
         occurrences=occ,
         members=new_mem,

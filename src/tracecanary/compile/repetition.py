@@ -7,8 +7,9 @@ log can say why a reduction executes no fewer:
 
 * ``repeated``: in the program's own signature order (what the compiler encodes);
 * ``repeated_without_stream``: the same order with ``stream`` left out of the
-  signature (on gloo the stream is the process group's worker thread, which can
-  alternate from step to step while everything else repeats);
+  signature (a stream that alternates from step to step while everything else repeats,
+  as per-thread streams do where a pool of threads takes turns; the Kineto importer
+  names a gloo event's stream by its process group for that reason);
 * ``repeated_within_groups``: each group's own order encoded separately (concurrent
   groups whose collectives interleave differently from step to step hide a motif that
   every group repeats).
@@ -76,7 +77,7 @@ class RepetitionProfile:
             or self.repeated_without_stream > HIDDEN_FACTOR * self.repeated
         ):
             hidden.append(
-                f"without the stream (gloo worker thread) in the signature: "
+                f"without the stream in the signature: "
                 f"{self.records_without_stream} records, "
                 f"{self.repeated_without_stream / n:.0%} repeated"
             )

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -55,21 +55,62 @@ def segment_header(start: int, stop: int) -> bytes:
     return f'{{"format":"{SEGMENT_FORMAT}","start":{int(start)},"stop":{int(stop)}}}\n'.encode()
 
 
-@dataclass(frozen=True)
 class SourceSerialization:
-    """The serialized lines of one program: ``data[offsets[i]:offsets[i+1]]`` is line i."""
+    """The serialized lines of one program, made chunk by chunk when read.
 
-    program: Program
-    data: memoryview
-    offsets: np.ndarray
-    _segments: dict = field(default_factory=dict, repr=False, compare=False)
+    Holds the line offsets (``offsets[i]``: where line i starts in the whole text; 8
+    bytes per occurrence), the digests and commitments computed so far and one chunk of
+    lines (``CHUNK_OCCURRENCES`` occurrences), never the whole text: its memory is
+    bounded by the chunk, not by the program. The pass that measures the lines also
+    computes the whole ``digest()`` and ``segment(0, n)``; any other range is
+    re-serialized from the program's columns (ranges read in increasing order serialize
+    each chunk once). The bytes are those of one serialization of the whole program,
+    whatever the chunking."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self._columns = _SourceColumns(program)
+        self._segments: dict = {}
+        self._chunk: tuple[int, memoryview | None] = (-1, None)
+        n = program.n
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        whole = hashlib.sha256(source_header(program, n))
+        segment = hashlib.sha256(segment_header(0, n))
+        for lo in range(0, n, CHUNK_OCCURRENCES):
+            hi = min(n, lo + CHUNK_OCCURRENCES)
+            data, local = self._columns.lines(lo, hi)
+            offsets[lo + 1 : hi + 1] = offsets[lo] + local[1:]
+            whole.update(data)
+            segment.update(data)
+            self._chunk = (lo // CHUNK_OCCURRENCES, data)  # the last one stays cached
+        self.offsets = offsets
+        self._segments[("digest", n)] = whole.hexdigest()
+        self._segments[(0, n)] = segment.hexdigest()
 
     @property
     def n(self) -> int:
         return len(self.offsets) - 1
 
+    def _chunk_data(self, c: int) -> memoryview:
+        """The lines of chunk ``c`` (occurrences [c * CHUNK_OCCURRENCES, ...))."""
+        if self._chunk[0] != c:
+            lo = c * CHUNK_OCCURRENCES
+            data, _ = self._columns.lines(lo, min(self.n, lo + CHUNK_OCCURRENCES))
+            self._chunk = (c, data)
+        return self._chunk[1]
+
+    def _pieces(self, start: int, stop: int) -> Iterator[memoryview]:
+        """The bytes of lines [start, stop), chunk by chunk."""
+        if start >= stop:
+            return
+        for c in range(start // CHUNK_OCCURRENCES, (stop - 1) // CHUNK_OCCURRENCES + 1):
+            lo = c * CHUNK_OCCURRENCES
+            a, b = max(start, lo), min(stop, lo + CHUNK_OCCURRENCES)
+            base = int(self.offsets[lo])
+            yield self._chunk_data(c)[int(self.offsets[a]) - base : int(self.offsets[b]) - base]
+
     def line(self, i: int) -> bytes:
-        return bytes(self.data[self.offsets[i] : self.offsets[i + 1]])
+        return b"".join(self._pieces(i, i + 1))
 
     def size_bytes(self, occurrences: int | None = None) -> int:
         """Byte size of the serialization of the first ``occurrences`` occurrences
@@ -84,7 +125,8 @@ class SourceSerialization:
         got = self._segments.get(key)
         if got is None:
             h = hashlib.sha256(source_header(self.program, stop))
-            h.update(self.data[: self.offsets[stop]])
+            for piece in self._pieces(0, stop):
+                h.update(piece)
             got = self._segments[key] = h.hexdigest()
         return got
 
@@ -96,12 +138,14 @@ class SourceSerialization:
         got = self._segments.get(key)
         if got is None:
             h = hashlib.sha256(segment_header(start, stop))
-            h.update(self.data[self.offsets[start] : self.offsets[stop]])
+            for piece in self._pieces(int(start), int(stop)):
+                h.update(piece)
             got = self._segments[key] = h.hexdigest()
         return got
 
 
-CHUNK_OCCURRENCES = 1 << 18
+# occurrences serialized at once: bounds the text and the temporaries held (tens of MB)
+CHUNK_OCCURRENCES = 1 << 16
 
 
 def _codes(column) -> tuple[np.ndarray, jv.pa.Array]:
@@ -130,42 +174,48 @@ def _rank_heads(ranks: np.ndarray, skew_known: bool) -> tuple[jv.pa.Array | None
     return jv.pa.array(texts, type=jv.STRING), lo
 
 
-def serialize_source(program: Program) -> SourceSerialization:
-    """Serialize every occurrence line (vectorized, in chunks of rows so temporaries stay
-    small; about a second per million occurrences of 8 members)."""
-    occ = program.occurrences
-    mem = program.members
-    n = program.n
-    member_occ = mem["occ"].to_numpy(dtype=np.int64)
-    if len(member_occ) and (np.diff(member_occ) < 0).any():
-        raise ValueError("program members are not sorted by occurrence")
-    counts = np.bincount(member_occ, minlength=n) if len(member_occ) else np.zeros(n, np.int64)
-    if len(counts) > n:
-        raise ValueError("program members refer to occurrences beyond the table")
-    member_offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=member_offsets[1:])
-    ranks = mem["rank"].to_numpy(dtype=np.int64)
-    skew = mem["skew_ns"].to_numpy(dtype=np.int64) if program.skew_known else None
-    ints = {
-        c: occ[c].to_numpy(dtype=np.int64)
-        for c in ("bytes", "gap_ns", "group_size", "occ", "root", "latency_ns", "overlap_ns")
-    }
-    bools = {c: occ[c].to_numpy(dtype=bool) for c in ("has_latency", "has_overlap", "tail")}
-    weight = occ["weight"].to_numpy(dtype=np.float64)
-    strings = {c: _codes(occ[c]) for c in ("dtype", "group", "op", "phase", "stream")}
+class _SourceColumns:
+    """A program's columns as the serializer reads them (numeric columns as views,
+    strings as codes into JSON literals): what ``lines`` needs for any range."""
 
-    rank_heads, rank_lo = _rank_heads(ranks, skew is not None)
-    data = bytearray()
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    for lo in range(0, n, CHUNK_OCCURRENCES):
-        hi = min(n, lo + CHUNK_OCCURRENCES)
-        m0, m1 = int(member_offsets[lo]), int(member_offsets[hi])
-        local = member_offsets[lo : hi + 1] - m0
+    def __init__(self, program: Program) -> None:
+        occ = program.occurrences
+        mem = program.members
+        n = program.n
+        member_occ = mem["occ"].to_numpy(dtype=np.int64)
+        if len(member_occ) and (np.diff(member_occ) < 0).any():
+            raise ValueError("program members are not sorted by occurrence")
+        counts = np.bincount(member_occ, minlength=n) if len(member_occ) else np.zeros(n, np.int64)
+        if len(counts) > n:
+            raise ValueError("program members refer to occurrences beyond the table")
+        self.counts = counts
+        self.member_offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.member_offsets[1:])
+        self.ranks = mem["rank"].to_numpy(dtype=np.int64)
+        self.skew = mem["skew_ns"].to_numpy(dtype=np.int64) if program.skew_known else None
+        self.ints = {
+            c: occ[c].to_numpy(dtype=np.int64)
+            for c in ("bytes", "gap_ns", "group_size", "occ", "root", "latency_ns", "overlap_ns")
+        }
+        self.bools = {
+            c: occ[c].to_numpy(dtype=bool) for c in ("has_latency", "has_overlap", "tail")
+        }
+        self.weight = occ["weight"].to_numpy(dtype=np.float64)
+        self.strings = {c: _codes(occ[c]) for c in ("dtype", "group", "op", "phase", "stream")}
+        self.rank_heads, self.rank_lo = _rank_heads(self.ranks, self.skew is not None)
+
+    def lines(self, lo: int, hi: int) -> tuple[memoryview, np.ndarray]:
+        """The text of lines [lo, hi) and where each starts in it (hi - lo + 1 offsets)."""
+        ranks, skew, counts = self.ranks, self.skew, self.counts
+        m0, m1 = int(self.member_offsets[lo]), int(self.member_offsets[hi])
+        local = self.member_offsets[lo : hi + 1] - m0
         first = np.zeros(m1 - m0, dtype=bool)
         first[local[:-1][counts[lo:hi] > 0]] = True
-        if rank_heads is not None:
+        if self.rank_heads is not None:
             # '[r,' / ',[r,' (skew known) or '[r]' / ',[r]': one literal per (rank, first)
-            head = rank_heads.take(jv.pa.array(2 * (ranks[m0:m1] - rank_lo) + first.view(np.int8)))
+            head = self.rank_heads.take(
+                jv.pa.array(2 * (ranks[m0:m1] - self.rank_lo) + first.view(np.int8))
+            )
             elements = head if skew is None else jv.concat(head, jv.int_text(skew[m0:m1]), "]")
         else:
             prefix = jv.pa.array([",[", "["], type=jv.STRING).take(jv.pa.array(first.view(np.int8)))
@@ -176,12 +226,13 @@ def serialize_source(program: Program) -> SourceSerialization:
             else:
                 elements = jv.concat(prefix, jv.int_text(ranks[m0:m1]), "]")
         members = jv.regroup(elements, local)
+        ints, bools = self.ints, self.bools
 
-        def num(c, lo=lo, hi=hi):
+        def num(c):
             return jv.int_text(ints[c][lo:hi])
 
-        def text(c, lo=lo, hi=hi):
-            codes, literals = strings[c]
+        def text(c):
+            codes, literals = self.strings[c]
             return literals.take(jv.pa.array(codes[lo:hi]))
 
         latency = jv.optional(
@@ -205,13 +256,16 @@ def serialize_source(program: Program) -> SourceSerialization:
             ',"root":', num("root"),
             ',"stream":', text("stream"),
             ',"tail":', jv.bool_text(bools["tail"][lo:hi]),
-            ',"weight":', jv.float_text(weight[lo:hi]),
+            ',"weight":', jv.float_text(self.weight[lo:hi]),
             "}\n",
         )  # fmt: skip
-        chunk, chunk_offsets = jv.buffer_and_offsets(lines)
-        offsets[lo + 1 : hi + 1] = len(data) + chunk_offsets[1:]
-        data += chunk
-    return SourceSerialization(program=program, data=memoryview(data), offsets=offsets)
+        return jv.buffer_and_offsets(lines)
+
+
+def serialize_source(program: Program) -> SourceSerialization:
+    """The serialization of ``program`` (vectorized, in chunks of rows so temporaries
+    stay small; about a second per million occurrences of 8 members per pass)."""
+    return SourceSerialization(program)
 
 
 def source_digest(program: Program) -> str:

@@ -16,6 +16,7 @@ CALIBRATION_FORMAT = "tracecanary.calibration/v1"
 CAPTURE_FORMAT = "tracecanary.capture/v1"
 RECORDED_RUN_FORMAT = "tracecanary.recorded-run/v1"  # capture -- CMD: DIR/capture.json
 GROUPS_FORMAT = "tracecanary.groups/v1"
+RANK_BLOCK_FORMAT = "tracecanary.rank-block/v1"  # a block of rank files (rank_blocks)
 
 # the compiler and its receipts
 CANARY_FORMAT = "tracecanary.canary/v1"
@@ -28,6 +29,7 @@ SEARCH_LOG_FORMAT = "tracecanary.search-log/v1"
 REPORT_FORMAT = "tracecanary.report/v1"
 VERDICT_FORMAT = "tracecanary.verdict/v1"
 BASELINES_FORMAT = "tracecanary.baselines/v1"
+CONTROLS_FORMAT = "tracecanary.controls/v1"  # simulator controls: ablations and noise
 DIAGNOSTICS_FORMAT = "tracecanary.diagnostics/v1"  # --diagnostics-json
 
 # configuration files
@@ -51,12 +53,14 @@ FORMAT_SCHEMAS: dict[str, str] = {
     CAPTURE_FORMAT: "capture",
     RECORDED_RUN_FORMAT: "recorded-run",
     GROUPS_FORMAT: "groups",
+    RANK_BLOCK_FORMAT: "rank-block",
     CANARY_FORMAT: "canary",
     VERIFICATION_FORMAT: "verification",
     SEARCH_LOG_FORMAT: "search-log",
     REPORT_FORMAT: "report",
     VERDICT_FORMAT: "verdict",
     BASELINES_FORMAT: "baselines",
+    CONTROLS_FORMAT: "controls",
     DIAGNOSTICS_FORMAT: "diagnostics",
     BACKENDS_FORMAT: "backends",
     PHYSICAL_CONFIG_FORMAT: "physical",

@@ -36,11 +36,13 @@ from tracecanary.errors import MergeError
 from tracecanary.formats.vocab import DTYPE_BYTES, P2P_OPS
 from tracecanary.kineto.evidence import (
     GLOO_THREADS_PER_GROUP,
+    GROUP_THREADS_KEY,
     PG_EVIDENCE_KEY,
     UNFILLED_KEY,
     UNRECORDED_DTYPE,
+    gloo_stream,
     identity_threads,
-    stream_threads,
+    is_gloo_stream,
 )
 
 SYMMETRIC_OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier"})
@@ -91,18 +93,19 @@ def resolve_groups(
     timeline: tuple[ToReference, Callable[[int], int]] | None,
     mapping_file: str | None = None,
 ) -> list[str]:
-    """Rewrite the ``group`` (and unrecorded ``dtype``/``bytes``) of the captures'
-    events in place; return notes saying what was resolved and how."""
+    """Rewrite the ``group`` (with a gloo-timed event's ``stream``, which names its group:
+    ``evidence.gloo_stream``) and unrecorded ``dtype``/``bytes`` of the captures' events
+    in place; return notes saying what was resolved and how."""
     collective_ids, p2p_ids = _identities(captures, groups, mapping, mapping_file)
     notes: list[str] = []
     chosen = _solve(captures, groups, collective_ids, timeline)
     by_rank = {c.rank: c for c in captures}
     for ident, gid in chosen.items():
         for seq in ident.seqs:
-            by_rank[ident.rank].by_seq[seq]["group"] = gid
+            _set_group(by_rank[ident.rank].by_seq[seq], gid)
     chosen_p2p = _resolve_p2p(by_rank, p2p_ids)
     for ident, gid in chosen_p2p.items():
-        by_rank[ident.rank].by_seq[ident.seqs[0]]["group"] = gid
+        _set_group(by_rank[ident.rank].by_seq[ident.seqs[0]], gid)
     resolved = {**chosen, **chosen_p2p}
     if resolved:
         how = "; ".join(
@@ -123,6 +126,13 @@ def resolve_groups(
         )
     notes += _fill_unrecorded(captures, groups)
     return notes
+
+
+def _set_group(event: dict, gid: str) -> None:
+    """Give ``event`` its resolved group; a gloo stream names the group, so it follows."""
+    event["group"] = gid
+    if is_gloo_stream(event.get("stream")):
+        event["stream"] = gloo_stream(gid)
 
 
 def _identities(
@@ -244,10 +254,8 @@ def _solve(
                 file=cap.path,
                 field=f"meta.kineto.{PG_EVIDENCE_KEY}",
             )
-        known_threads: dict[str, set[int]] = {g: set() for g in mine}
-        for e in cap.doc["events"]:
-            if e["op"] not in P2P_OPS and e["group"] in known:
-                known_threads[e["group"]].update(stream_threads(e.get("stream")))
+        recorded = cap.kineto.get(GROUP_THREADS_KEY) or {}
+        known_threads: dict[str, set[int]] = {g: set(recorded.get(g, ())) for g in mine}
         opts = []
         for choice in itertools.product(*(i.candidates for i in ids)):
             if not _threads_possible(ids, choice, known_threads):

@@ -10,6 +10,15 @@ threads that ran its work, ``gloo-threads:<tid>[+<tid>...]``, or a lone call,
 ``call:<trace event index>``); every listed event ran in that one process group; the
 candidates are this rank's groups (``distributedInfo.pg_config``) its events fit.
 
+``meta.kineto.group_threads`` (present when some collective of a known group ran gloo
+work): ``{group id: [thread id, ...]}``, the gloo run-loop threads that ran the work of
+this rank's collectives in each known group. It is evidence for resolving the other
+identities (a group never runs work on more than ``GLOO_THREADS_PER_GROUP`` threads,
+later-created groups own later threads), and only evidence: an event's ``stream`` names
+its process group (``gloo:pg:<group>``), never its thread, because gloo's run-loop
+threads take a group's work in turn, so a thread-named stream would make every step look
+different while the group's own FIFO order repeats.
+
 ``meta.kineto.unfilled`` (present when a non-root scatter/gather records no dtype):
 ``[{"seq": s, "elements": n}]``: the event carries ``dtype`` ``UNRECORDED_DTYPE`` and
 ``bytes`` 0 until merge takes the dtype from the other members of the same collective.
@@ -18,6 +27,7 @@ candidates are this rank's groups (``distributedInfo.pg_config``) its events fit
 from __future__ import annotations
 
 PG_EVIDENCE_KEY = "pg_evidence"
+GROUP_THREADS_KEY = "group_threads"
 UNFILLED_KEY = "unfilled"
 UNRECORDED_DTYPE = "unrecorded"
 """dtype of an event whose own trace records none (filled at merge, never guessed)."""
@@ -40,10 +50,16 @@ def identity_threads(identity: str) -> list[int]:
     return [int(p) for p in parts] if all(p.isdigit() for p in parts) else []
 
 
-def stream_threads(stream: str | None) -> list[int]:
-    """Thread ids of an imported event's ``gloo:thread:<tid>[+<tid>]`` stream."""
-    prefix = "gloo:thread:"
-    if not stream or not stream.startswith(prefix):
-        return []
-    parts = stream[len(prefix) :].split("+")
-    return [int(p) for p in parts] if all(p.isdigit() for p in parts) else []
+GLOO_STREAM_PREFIX = "gloo:pg:"
+"""Stream of an event timed by gloo work: the process group whose work queue ran it."""
+
+
+def gloo_stream(group: str) -> str:
+    """The ``stream`` of a gloo-timed event of process group ``group`` (``gloo:pg:<group>``;
+    an unresolved ``unknown:*`` group is renamed with the event's group at merge)."""
+    return GLOO_STREAM_PREFIX + group
+
+
+def is_gloo_stream(stream: str | None) -> bool:
+    """True for a stream written by ``gloo_stream``."""
+    return bool(stream) and stream.startswith(GLOO_STREAM_PREFIX)

@@ -39,9 +39,11 @@ from tracecanary.kineto.describe import (
 )
 from tracecanary.kineto.evidence import (
     FILLABLE_OPS,
+    GROUP_THREADS_KEY,
     PG_EVIDENCE_KEY,
     UNFILLED_KEY,
     UNRECORDED_DTYPE,
+    gloo_stream,
 )
 from tracecanary.kineto.gloo import pair_work
 from tracecanary.kineto.groups import (
@@ -287,6 +289,9 @@ def convert(
     evidence = _pg_evidence(described, identities, stats["seq_by_index"], offset_ns)
     if evidence:
         meta["kineto"][PG_EVIDENCE_KEY] = evidence
+    group_threads = _group_threads(described, resolved)
+    if group_threads:
+        meta["kineto"][GROUP_THREADS_KEY] = group_threads
     if stats["unfilled"]:
         meta["kineto"][UNFILLED_KEY] = [
             {"seq": stats["seq_by_index"][index], "elements": n} for index, n in stats["unfilled"]
@@ -317,6 +322,21 @@ def _pg_evidence(
         entry["seq"] = [seq for seq, _ in rows]
         entry["work_end_ns"] = [end for _, end in rows]
     return dict(sorted(out.items()))
+
+
+def _group_threads(described: list[Described], resolved: dict[int, str]) -> dict:
+    """``meta.kineto.group_threads`` (see ``tracecanary.kineto.evidence``): the numeric
+    gloo run-loop thread ids that ran each known group's collective work (send/recv work
+    runs on the calling thread and says nothing about the group's run-loop threads)."""
+    out: dict[str, set[int]] = {}
+    for d in described:
+        gid = resolved[id(d.call)]
+        if gid.startswith("unknown:") or d.op in P2P or not d.call.work:
+            continue
+        tids = [str(w.tid) for w in d.call.work]
+        if all(t.isdigit() for t in tids):
+            out.setdefault(gid, set()).update(int(t) for t in tids)
+    return {g: sorted(out[g]) for g in sorted(out, key=_group_sort_key)}
 
 
 def _group_sort_key(gid: str) -> tuple:
@@ -434,7 +454,7 @@ def _events(
                 ev["peer"] = peer
             else:
                 peers_unknown += 1
-        stream, lat, how = _timing(d)
+        stream, lat, how = _timing(d, gid)
         if stream is not None:
             ev["stream"] = stream
         if lat is not None:
@@ -472,8 +492,10 @@ def _events(
     return events, stats
 
 
-def _timing(d: Described) -> tuple[str | None, int | None, str]:
-    """(stream, latency_ns, source) of a call."""
+def _timing(d: Described, gid: str) -> tuple[str | None, int | None, str]:
+    """(stream, latency_ns, source) of a call of group ``gid``: an NCCL kernel's CUDA
+    stream, or for gloo work the process group (``gloo_stream``; the run-loop thread is
+    evidence, ``_group_threads``, not structure)."""
     if d.call.kernels:
         ks = d.call.kernels
         k = ks[0]
@@ -483,9 +505,8 @@ def _timing(d: Described) -> tuple[str | None, int | None, str]:
         return f"cuda:{device}/stream:{stream_id}", lat, "nccl_kernel"
     if d.call.work:
         ws = d.call.work
-        threads = sorted({str(w.tid) for w in ws})
         lat = max(w.end_ns for w in ws) - min(w.start_ns for w in ws)
-        return "gloo:thread:" + "+".join(threads), lat, "gloo_work"
+        return gloo_stream(gid), lat, "gloo_work"
     return None, None, "none"
 
 

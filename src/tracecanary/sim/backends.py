@@ -71,6 +71,8 @@ class BackendConfig:
     # None for a modelled configuration (the candidates then price every op)
     costs: CostTable | None = field(default=None, compare=False)
     replay: dict | None = field(default=None, compare=False)
+    # the replayer's measured dispatch lateness (``sim/dispatch.py``), None when not measured
+    dispatch: dict | None = field(default=None, compare=False)
 
     @property
     def measured(self) -> bool:
@@ -192,6 +194,7 @@ def _measured_config(name: str, raw: Mapping[str, Any]) -> BackendConfig:
         candidates=(),
         costs=CostTable.from_document(measured["costs"]),
         replay=dict(measured["replay"]),
+        dispatch=measured.get("dispatch"),
     )
 
 

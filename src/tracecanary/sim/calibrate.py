@@ -331,3 +331,28 @@ def _config_doc(
             "costs": costs,
         },
     }
+
+
+def add_dispatch(doc: dict, dispatch_args: list[str], *, file: str = "<backends>") -> dict:
+    """``doc`` with ``measured.dispatch`` from each ``NAME=ATTEMPT`` (an attempt archive of
+    configuration NAME's calibration replay, ``sim/dispatch.py``; repeat a name to pool
+    several replays); a name that is not a configuration of ``doc`` is refused."""
+    from tracecanary.sim.backends import backends_from_content
+    from tracecanary.sim.dispatch import measure_dispatch
+
+    backends = backends_from_content(doc, file=file)
+    attempts: dict[str, list[str]] = {}
+    for arg in dispatch_args:
+        name, sep, path = arg.partition("=")
+        if not sep or not _NAME.match(name) or not path:
+            raise InputError(f"expected NAME=ATTEMPT, got {arg!r}", field="--dispatch")
+        if name not in backends.configs:
+            raise InputError(
+                f"--dispatch names {name!r}, not a calibrated configuration", field="--dispatch"
+            )
+        attempts.setdefault(name, []).append(path)
+    for name, paths in attempts.items():
+        doc["configs"][name]["measured"]["dispatch"] = measure_dispatch(
+            paths, backends.configs[name]
+        )
+    return doc

@@ -28,6 +28,13 @@ Transforms (mirroring ``physical/strategies.py``):
                 i.e. the first rank to arrive) includes the spread of the ranks' recorded
                 start times
 
+Dispatch lateness (``sim/dispatch.py``): when the configuration carries a measured
+``dispatch`` term (a separate calibration replay through the same replayer), every step
+after the first also costs the lateness measured for its two-step context, else its
+(predecessor, step) transition, else its step signature (``unmatched_contexts`` counts the
+steps priced below their full context); a step signature never measured is refused by
+name. ``dispatch=False`` prices ladders only.
+
 Guarantees: an op whose (collective, dtype, group size) has no curve is refused by name
 (InputError, exit 2), never priced by a default; the result is deterministic (float64 in
 a fixed order, latencies rounded half-to-even to ns).
@@ -151,6 +158,51 @@ def plan_steps(table: pd.DataFrame, replay: dict) -> list[list[int]]:
     return steps
 
 
+def step_signatures(table: pd.DataFrame, steps: list[list[int]]) -> list[str]:
+    """``op:dtype:group_size:bytes:members`` per step (bytes summed over a bucket)."""
+    ops = table["op"].to_numpy()
+    dtypes = table["dtype"].to_numpy()
+    sizes = table["group_size"].to_numpy(np.int64)
+    nbytes = table["bytes"].to_numpy(np.int64)
+    return [
+        f"{ops[s[0]]}:{dtypes[s[0]] or '-'}:{int(sizes[s[0]])}:{int(nbytes[s].sum())}:{len(s)}"
+        for s in steps
+    ]
+
+
+def dispatch_lateness_ns(dispatch: dict, sigs: list[str], *, config: str) -> tuple[np.ndarray, int]:
+    """(lateness ns per step, steps priced below their full context) under a
+    ``measured.dispatch`` document: per step after the first, the lateness of its two-step
+    context (predecessor's predecessor, predecessor, step), else of its transition
+    (predecessor, step), else of its signature; the first step gets none (it starts after
+    the pass's barrier) and the second has only a transition for context. A signature never
+    measured is refused by name."""
+    by_context = {
+        (t["prev2"], t["prev"], t["step"]): t["lateness_us"] for t in dispatch["contexts"]
+    }
+    by_pair = {(t["prev"], t["step"]): t["lateness_us"] for t in dispatch["transitions"]}
+    by_step = {t["step"]: t["lateness_us"] for t in dispatch["steps"]}
+    out = np.zeros(len(sigs), dtype=np.float64)
+    fallbacks = 0
+    for k in range(1, len(sigs)):
+        value = by_context.get((sigs[k - 2], sigs[k - 1], sigs[k])) if k >= 2 else None
+        if value is None:
+            value = by_pair.get((sigs[k - 1], sigs[k]))
+            fallbacks += k >= 2 or value is None
+        if value is None:
+            value = by_step.get(sigs[k])
+        if value is None:
+            raise InputError(
+                f"configuration {config!r} has no dispatch measurement for step {sigs[k]} "
+                "that this program's replay uses: refused, never filled with a default "
+                "(recalibrate with tracecanary dispatch-program on this program)",
+                record=f"configs/{config}",
+                field="measured/dispatch",
+            )
+        out[k] = value * 1000.0
+    return out, fallbacks
+
+
 def _pieces(op: str, nbytes: int, n: int, replay: dict) -> list[tuple[str, int]]:
     """The (collective, bytes) calls one step's op becomes under the replayer mode."""
     mode = replay.get("mode", "native")
@@ -184,6 +236,8 @@ class TwinResult:
     steps: int
     calls: int
     extrapolated_calls: int
+    unmatched_contexts: int = 0
+    dispatch: bool = False
 
     def metrics_us(self) -> dict:
         """p50/p95/p99/max/mean in us and pass_ms, as the physical report states them."""
@@ -193,11 +247,17 @@ class TwinResult:
         out["steps"] = self.steps
         out["calls"] = self.calls
         out["extrapolated_calls"] = self.extrapolated_calls
+        out["dispatch"] = self.dispatch
+        out["unmatched_contexts"] = self.unmatched_contexts
         return out
 
 
 def simulate_twin(
-    table: pd.DataFrame, config: BackendConfig, *, timestamped: bool = False
+    table: pd.DataFrame,
+    config: BackendConfig,
+    *,
+    timestamped: bool = False,
+    dispatch: bool = True,
 ) -> TwinResult:
     """Price ``table`` under a measured configuration's costs and replayer mode."""
     if config.costs is None or config.replay is None:
@@ -240,6 +300,13 @@ def simulate_twin(
     )
     step_ns = np.zeros(len(steps), dtype=np.float64)
     np.add.at(step_ns, np.asarray(call_step, dtype=np.int64), cost_us * 1000.0)
+    unmatched = 0
+    use_dispatch = dispatch and config.dispatch is not None
+    if use_dispatch:
+        late, unmatched = dispatch_lateness_ns(
+            config.dispatch, step_signatures(table, steps), config=config.name
+        )
+        step_ns = np.maximum(step_ns + late, 0.0)
     latency = np.zeros(len(table), dtype=np.float64)
     for s, step in enumerate(steps):
         if len(step) == 1:
@@ -266,4 +333,6 @@ def simulate_twin(
         steps=len(steps),
         calls=len(call_op),
         extrapolated_calls=int(extra.sum()),
+        unmatched_contexts=unmatched,
+        dispatch=use_dispatch,
     )

@@ -272,6 +272,7 @@ def verify_behavior(
     config_names: list[str] | None = None,
     source_replay: Replay | None = None,
     serialization: SourceSerialization | None = None,
+    replays_out: dict | None = None,
 ) -> dict:
     """The verification document (see module doc).
 
@@ -279,17 +280,24 @@ def verify_behavior(
     configuration names, when the caller already has it (the behavior search); it is
     recomputed otherwise. It must come from this ``source``: the caller vouches.
     ``serialization``: ``serialize_source(source)`` when the caller already has it
-    (passed to ``verify_commitments``, which uses it only if made from this ``source``)."""
+    (passed to ``verify_commitments``, which uses it only if made from this ``source``).
+    ``replays_out``: when given, receives the replays the checks compared (``source`` and
+    ``canary``, ``Replay`` each), so a caller can say what a failed check stems from."""
     from tracecanary.compile.expand import executed_program, expand_canary
     from tracecanary.verify.commitments import verify_commitments
 
     names = config_names or None
-    logical = expand_canary(canary, executed=False)  # decoded once for both uses
-    executed = executed_program(canary, logical)
-    mismatches = verify_commitments(source, canary, serialization=serialization, expanded=logical)
-    del logical
+    # one expansion at a time beside the source (peak memory): the source's replay
+    # first, then the logical expansion (decoded once for both uses) for the
+    # commitments, freed once the executed program is taken from it
     src = source_replay if source_replay is not None else replay_program(source, backends, names)
+    logical = expand_canary(canary, executed=False)
+    mismatches = verify_commitments(source, canary, serialization=serialization, expanded=logical)
+    executed = executed_program(canary, logical)
+    del logical
     can = replay_program(executed, backends, names)
+    if replays_out is not None:
+        replays_out.update(source=src, canary=can)
     src_metrics = src.metrics
     tol = tolerances.content
     checks = behavior_checks(src, can, tolerances)

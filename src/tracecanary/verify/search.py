@@ -8,14 +8,21 @@
    ranking verification all still pass and the canary gets smaller.
 3. Execution reduction: execute fewer repetitions of steady-state motifs at any depth
    of the structure (``reduce_execution`` with ``max_executed_repeats`` k from
-   ``EXECUTED_REPEATS``, its default tail, context and edge rules: weights recorded,
-   tail windows always kept whole), smallest k first, keeping the first reduction whose
-   every verification still passes on the weighted replay.
+   ``executed_repeats_ladder``: 1, 2, 4, ... below the largest repetition count, its
+   default tail, context and edge rules: weights recorded, tail windows always kept
+   whole), smallest k first, keeping the first reduction whose every verification still
+   passes on the weighted replay. A longer capture needs a larger k to keep a sample's
+   mean within tolerance, so the ladder grows with the structure instead of stopping at a
+   fixed k. It stops at the first k that executes no fewer than the best so far (a larger
+   k executes at least as many).
 
 Every candidate is logged with its settings, bytes, records, executed occurrences,
 statuses and why it was accepted or rejected: a rejected one with its failing checks
-(``failed_checks``), a bounded one not smaller than the lossless one because its
-intervals shrank no timing field saying so, an execution step that executes no fewer with its tail
+(``failed_checks``) and what blocks it (``blocking``, ``tracecanary.verify.blocking``:
+each failed check worst first with its configuration, values, allowance and the source
+op signature it is attributed to; its ``reason`` names the first), a bounded one not
+smaller than the lossless one because its intervals shrank no timing field saying so,
+an execution step that executes no fewer with its tail
 occurrences and what keeps the signature order from repeating
 (``tracecanary.compile.repetition``: the stream in the signature, or concurrent groups
 interleaving differently from step to step). The search is greedy: no Pareto
@@ -42,8 +49,10 @@ from tracecanary.errors import ClaimFailed, InputError
 from tracecanary.formats.ids import SEARCH_LOG_FORMAT
 from tracecanary.program import Program
 from tracecanary.verify.behavior import replay_program, verify_behavior
+from tracecanary.verify.blocking import BlockingExplainer, blocking_text
 
-EXECUTED_REPEATS = (1, 2, 4, 8, 16, 32)
+EXECUTED_REPEAT_FACTOR = 2
+"""Execution reduction tries k = 1, 2, 4, ... (see ``executed_repeats_ladder``)."""
 REFINE_FACTOR = 4
 MAX_REFINED_GROUPS = 8
 
@@ -91,6 +100,7 @@ def search(
     # commitment hashes) and its replay under every configuration
     serialization = serialize_source(program)
     source_replay = replay_program(program, backends, config_names or None)
+    explainer = BlockingExplainer(program)
 
     def compile_program(source: Program, **kwargs) -> dict:
         return compile_with(source, serialization=serialization, **kwargs)
@@ -107,6 +117,7 @@ def search(
             say(f"[search] {stage} {settings}: compile refused ({err.message[:80]})")
             return None, None, entry
         data = canary_bytes(canary)
+        replays: dict = {}
         verification = verify_behavior(
             program,
             canary,
@@ -117,6 +128,7 @@ def search(
             config_names=config_names,
             source_replay=source_replay,
             serialization=serialization,
+            replays_out=replays,
         )
         stats = canary["stats"]
         entry.update(
@@ -128,6 +140,8 @@ def search(
             claim=verification["claim"],
             failed_checks=verification["summary"]["failed_metrics"][:10],
         )
+        if verification["claim"] != "verified":
+            entry["blocking"] = explainer.explain(verification, replays)
         say(
             f"[search] {stage} {settings}: {len(data):,} B, {stats['records_canary']:,} records, "
             f"executes {stats['occurrences_executed']:,}, claim {verification['claim']}"
@@ -150,7 +164,7 @@ def search(
         if canary is None:
             continue
         if verification["claim"] != "verified":
-            entry.update(accepted=False, reason=f"verification {verification['claim']}")
+            entry.update(accepted=False, reason=_rejected(verification, entry))
             continue
         if best is None or entry["bytes"] < best[2]["bytes"]:
             if best is not None:
@@ -195,13 +209,13 @@ def search(
                     accepted=False,
                     reason="not smaller"
                     if verification["claim"] == "verified"
-                    else f"verification {verification['claim']}",
+                    else _rejected(verification, entry),
                 )
 
     # 3. execution reduction
     base = best[0]
     profile = []  # computed once, when a step first executes no fewer
-    for k in EXECUTED_REPEATS:
+    for k in executed_repeats_ladder(base):
         canary, verification, entry = evaluate(
             "execution",
             {"max_executed_repeats": k},
@@ -220,7 +234,7 @@ def search(
             best = (canary, verification, entry)
             break
         if verification["claim"] != "verified":
-            entry.update(accepted=False, reason=f"verification {verification['claim']}")
+            entry.update(accepted=False, reason=_rejected(verification, entry))
             continue
         if not profile:
             profile.append(repetition_profile(program).obstacle())
@@ -229,9 +243,34 @@ def search(
             reason=f"executes no fewer: {canary['execution']['tail_occurrences']} tail "
             f"occurrences run whole; {profile[0]}",
         )
+        break  # executed occurrences do not decrease as k grows
     canary, verification, entry = best
     entry["chosen"] = True
     return SearchResult(canary, verification, log)
+
+
+def executed_repeats_ladder(canary: dict) -> list[int]:
+    """k values for execution reduction: 1, then x ``EXECUTED_REPEAT_FACTOR`` while below
+    the largest ``repeat`` of any record of ``canary``'s structure (at any depth): a k at
+    or above it reduces nothing."""
+    largest = 1
+    stack = list(canary["structure"]["records"])
+    while stack:
+        rec = stack.pop()
+        largest = max(largest, int(rec["repeat"]))
+        stack.extend(rec.get("body", ()))
+    ladder = [1]
+    while ladder[-1] * EXECUTED_REPEAT_FACTOR < largest:
+        ladder.append(ladder[-1] * EXECUTED_REPEAT_FACTOR)
+    return ladder
+
+
+def _rejected(verification: dict, entry: dict) -> str:
+    """A rejected candidate's reason: its claim and the check that blocks it most, with
+    the configuration and source signature (``entry["blocking"]``, worst first)."""
+    return f"verification {verification['claim']}: blocked by " + blocking_text(
+        entry.get("blocking", [])
+    )
 
 
 def _not_smaller(canary: dict, *, lossless: bool) -> str:

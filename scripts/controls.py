@@ -1,0 +1,4 @@
+# rule controls: runs tracecanary.campaign.stages.controls and records its provenance
+from tracecanary.campaign.workflow import run_rule
+
+run_rule(snakemake)  # noqa: F821

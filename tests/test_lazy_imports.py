@@ -1,0 +1,177 @@
+"""A command imports what its own path needs and nothing else: ``tracecanary STAGE``
+imports that stage's command module alone (the top-level help still lists every stage),
+a canary is replayed without Parquet, ingest or matching, and progress bars cost no
+import when nothing is drawn. Behaviour checks on ``sys.modules`` of a real run in a
+fresh process, not timings (bench/bench_small.py measures those)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, small_trace, write_doc
+
+from tracecanary.cli import build_parser, chosen_command_module, command_module_names
+from tracecanary.defaults import default_file
+
+# runs the CLI in this process, then records its exit code and every module it imported
+PROBE = """
+import json, sys
+from tracecanary.cli import main
+try:
+    code = main(sys.argv[2:])
+except SystemExit as exit:
+    code = exit.code
+open(sys.argv[1], "w").write(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+NOT_FOR_A_CANARY_REPLAY = (
+    "pyarrow.parquet",  # a canary is JSON: no Parquet read or written
+    "tracecanary.ingest",
+    "tracecanary.matching",
+    "tracecanary.parquet_io",
+    "tracecanary.clocks.calibration",
+)
+
+
+def modules_after(tmp_path, *argv: str) -> set[str]:
+    """The modules a fresh ``tracecanary ARGV`` process has imported when it ends (stderr
+    is a pipe, so no progress is drawn); the run must exit 0."""
+    record = tmp_path / "modules.json"
+    run = subprocess.run(
+        [sys.executable, "-c", PROBE, str(record), *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0 and record.is_file(), run.stderr[-2000:]
+    result = json.loads(record.read_text())
+    assert result["code"] == 0, run.stderr[-2000:]
+    return set(result["modules"])
+
+
+def command_modules(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.startswith("tracecanary.commands.")}
+
+
+@pytest.fixture(scope="module")
+def small_inputs(tmp_path_factory):
+    """(trace, canary) of a 12-occurrence trace, the canary compiled losslessly."""
+    folder = tmp_path_factory.mktemp("small")
+    trace = write_doc(small_trace(4), folder / "trace.json")
+    canary = folder / "canary.json"
+    compiled = subprocess.run(
+        [sys.executable, "-m", "tracecanary", "compile", str(trace), "--lossless"]
+        + ["-o", str(canary)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert compiled.returncode == 0, compiled.stderr
+    return trace, canary
+
+
+def test_replay_of_a_small_canary_imports_its_own_command_alone_and_no_parquet_or_matching(
+    tmp_path, small_inputs
+):
+    _, canary = small_inputs
+    backends = str(default_file("backends.yaml"))
+    modules = modules_after(
+        tmp_path, "replay", str(canary), "--backends", backends, "-o", str(tmp_path / "r.json")
+    )
+    assert command_modules(modules) == {"tracecanary.commands.replay"}
+    assert not modules & set(NOT_FOR_A_CANARY_REPLAY), sorted(
+        modules & set(NOT_FOR_A_CANARY_REPLAY)
+    )
+    assert "tqdm" not in modules
+
+
+def test_lossless_compile_of_a_small_trace_imports_its_own_command_alone(tmp_path, small_inputs):
+    trace, _ = small_inputs
+    modules = modules_after(
+        tmp_path, "compile", str(trace), "--lossless", "-o", str(tmp_path / "c.json")
+    )
+    assert command_modules(modules) == {"tracecanary.commands.compile"}
+    assert "tqdm" not in modules
+    assert not {m for m in modules if m.startswith("tracecanary.sim")}
+
+
+def test_verify_behavior_of_a_small_trace_imports_its_own_command_alone(tmp_path, small_inputs):
+    trace, canary = small_inputs
+    modules = modules_after(
+        tmp_path,
+        "verify-behavior",
+        str(trace),
+        str(canary),
+        "--backends",
+        str(default_file("backends.yaml")),
+        "-o",
+        str(tmp_path / "v.json"),
+    )
+    assert command_modules(modules) == {"tracecanary.commands.verify_behavior"}
+    assert "tqdm" not in modules
+
+
+def test_a_stage_help_imports_that_stage_alone(tmp_path):
+    modules = modules_after(tmp_path, "verify-behavior", "--help")
+    assert command_modules(modules) == {"tracecanary.commands.verify_behavior"}
+
+
+def test_top_level_help_lists_every_stage_with_its_help():
+    stages = next(
+        action
+        for action in build_parser()._actions  # noqa: SLF001
+        if isinstance(action, argparse._SubParsersAction)  # noqa: SLF001
+    )
+    listed = {choice.dest: choice.help for choice in stages._choices_actions}  # noqa: SLF001
+    assert set(listed) == {name.replace("_", "-") for name in command_module_names()}
+    shown = subprocess.run(
+        [sys.executable, "-m", "tracecanary", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "1000"},  # no help text wrapped
+        check=True,
+    ).stdout
+    words = " ".join(shown.split())
+    for stage, text in listed.items():
+        assert " ".join([stage, *text.split()]) in words, stage
+
+
+def test_unknown_stage_is_refused_with_every_stage_named(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-m", "tracecanary", "no-such-stage"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 2
+    assert "invalid choice: 'no-such-stage'" in run.stderr
+    assert all(name.replace("_", "-") in run.stderr for name in command_module_names())
+
+
+@pytest.mark.parametrize(
+    ("argv", "module"),
+    [
+        (["replay", "x.json"], "replay"),
+        (["verify-behavior", "a", "b"], "verify_behavior"),
+        (["verify_behavior", "a", "b"], None),  # stages are spelt with dashes only
+        (["--help"], None),
+        (["--version"], None),
+        ([], None),
+        (["no-such-stage"], None),
+    ],
+)
+def test_the_stage_module_is_chosen_from_the_first_word_only(argv, module):
+    assert chosen_command_module(argv) == module
