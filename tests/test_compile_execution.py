@@ -1,7 +1,8 @@
 """Reduced execution at any depth of the structure: weights stand for every logical
 occurrence, tail windows run whole in every outer repetition where they occur,
-executed occurrences keep their logical timing, and the document states exactly what
-executes (checked on read, recomputable from the recorded policy)."""
+executed occurrences keep their logical timing (a junction's gap: plus its delay),
+and the document states exactly what executes (checked on read, recomputable from the
+recorded policy)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_compile_junctions import reference_junction_delays
 
 from tracecanary.canonical import canonical_json_bytes
 from tracecanary.compile import (
@@ -67,13 +69,16 @@ def _check_guarantees(program, canary, *, lossless: bool) -> None:
             assert r in red.whole_reps
             occ = red.start + r * red.period + np.arange(red.period)
             assert (weight_of[occ] == 1.0).all()
-    # executed occurrences keep their logical timing and members
+    # executed occurrences keep their logical timing and members, except the gap of a
+    # junction, which is the logical gap plus its junction delay (compile.junctions)
     executed = expand_canary(canary, executed=True)
     assert executed.n == len(idx)
     assert np.array_equal(executed.occurrences["logical_occ"].to_numpy(), idx)
     eo, lo = executed.occurrences, logical.occurrences.iloc[idx]
-    for col in ("gap_ns", "overlap_ns", "latency_ns", "op", "bytes", "tail"):
+    for col in ("overlap_ns", "latency_ns", "op", "bytes", "tail"):
         assert np.array_equal(eo[col].to_numpy(), lo[col].to_numpy())
+    delays = np.array(reference_junction_delays(logical, idx), dtype=np.int64)
+    assert np.array_equal(eo["gap_ns"].to_numpy(), lo["gap_ns"].to_numpy() + delays)
     lm = logical.members.set_index("occ").loc[idx]
     assert np.array_equal(executed.members["skew_ns"].to_numpy(), lm["skew_ns"].to_numpy())
     assert math.isclose(float(eo["weight"].sum()), n, rel_tol=1e-12)

@@ -1,7 +1,7 @@
 """A command imports what its own path needs and nothing else: ``tracecanary STAGE``
 imports that stage's command module alone (the top-level help still lists every stage),
-a canary is replayed without Parquet, ingest or matching, and progress bars cost no
-import when nothing is drawn. Behaviour checks on ``sys.modules`` of a real run in a
+a canary is replayed without Parquet, ingest or matching, a gate over two JSON reports
+needs neither pandas nor Arrow, and progress bars cost no import when nothing is drawn. Behaviour checks on ``sys.modules`` of a real run in a
 fresh process, not timings (bench/bench_small.py measures those)."""
 
 from __future__ import annotations
@@ -118,6 +118,16 @@ def test_verify_behavior_of_a_small_trace_imports_its_own_command_alone(tmp_path
     )
     assert command_modules(modules) == {"tracecanary.commands.verify_behavior"}
     assert "tqdm" not in modules
+
+
+def test_compare_of_two_replay_reports_imports_neither_pandas_nor_pyarrow(tmp_path, small_inputs):
+    _, canary = small_inputs
+    report = str(tmp_path / "report.json")
+    backends = str(default_file("backends.yaml"))
+    modules_after(tmp_path, "replay", str(canary), "--backends", backends, "-o", report)
+    modules = modules_after(tmp_path, "compare", report, report, "-o", str(tmp_path / "v.json"))
+    assert command_modules(modules) == {"tracecanary.commands.compare"}
+    assert not {"pandas", "pyarrow"} & modules
 
 
 def test_a_stage_help_imports_that_stage_alone(tmp_path):

@@ -48,7 +48,13 @@ occurrence has weight 1 or the ``steady_weight`` of the one reduced instance hol
 so the weights of the executed program sum to ``occurrences_logical``; every tail
 occurrence executes with weight 1 in a repetition that runs whole, in every outer
 repetition where it occurs; executed occurrences keep their logical timing (their own
-gap, overlap, latency and skew): a replay runs the chosen repetitions back to back.
+gap, overlap, latency and skew): a replay runs the chosen repetitions back to back,
+except at a **junction** (the first executed occurrence after a skipped stretch), whose
+gap is the logical gap plus the junction delay of ``compile.junctions``: the replay
+resumes so that each channel is reached, relative to the latest readiness already on
+it, as in the source (not behind whatever the preceding executed repetition left).
+The delay is derived from the canary's own timing when the executed program is expanded
+(``expand.executed_program``); nothing of it is stored in the canary.
 
 Representation. A reduced top-level record carries ``execute`` (< ``repeat``),
 ``executed_reps`` (increasing repetition indices), ``whole_reps`` (the weight-1 subset)

@@ -5,7 +5,10 @@ lossless canary: equal to the covered source, same ``source_digest``; for a boun
 canary: structure, masks and flags exact, timing values the interval representatives).
 ``executed=True`` gives only what a replay runs: the executed occurrences in order,
 with ``weight`` (the logical occurrences each stands for; weights sum to the logical
-count) and an extra column ``logical_occ`` (its logical index). It refuses a canary
+count) and an extra column ``logical_occ`` (its logical index); every executed
+occurrence keeps its logical timing except that a junction (the first occurrence after a
+skipped stretch) has its gap lengthened or shortened by the junction delay of
+``compile.junctions`` (its equation is there). It refuses a canary
 whose reductions do not add up (``reductions.read_reductions``) or leave a tail-flagged
 occurrence out or weighted other than 1.
 """
@@ -21,6 +24,7 @@ import pyarrow as pa
 
 from tracecanary.compile import timing
 from tracecanary.compile.budget import FIELDS
+from tracecanary.compile.junctions import junction_delays, segment_starts
 from tracecanary.compile.reductions import executed_selection, read_reductions
 from tracecanary.compile.structure import expand_structure, member_positions, structure_length
 from tracecanary.compile.tracefile import trace_meta
@@ -146,7 +150,7 @@ def _make_program(
     mcols = {name: np.asarray(members[name], dtype=dtype) for name, dtype in MEMBER_COLUMNS.items()}
     return Program(
         occurrences=pd.DataFrame(data),
-        members=pd.DataFrame(mcols),
+        members=pd.DataFrame(mcols, copy=False),  # the decoded arrays, not a second copy
         world_size=world_size,
         skew_known=skew_known,
         skew_reason=skew_reason,
@@ -214,7 +218,19 @@ def executed_program(canary: dict, logical: Program) -> Program:
             record=int(flagged[~good][0]),
             field="structure",
         )
-    return select_occurrences(program, idx, weights)
+    return replayed_selection(program, idx, weights)
+
+
+def replayed_selection(program: Program, idx: np.ndarray, weights: np.ndarray) -> Program:
+    """What a replay of the occurrences ``idx`` (increasing) of ``program`` runs:
+    ``select_occurrences`` with each junction's gap plus its junction delay
+    (``compile.junctions``; no junction, no change)."""
+    selected = select_occurrences(program, idx, weights)
+    delays = junction_delays(program, idx)
+    if delays.any():
+        gaps = selected.occurrences["gap_ns"].to_numpy(dtype=np.int64) + delays
+        selected.occurrences["gap_ns"] = gaps
+    return selected
 
 
 def select_occurrences(program: Program, idx: np.ndarray, weights: np.ndarray) -> Program:
@@ -256,7 +272,8 @@ def expanded_trace_meta(
     """The native-trace ``meta`` of ``program = expand_canary(canary, executed)``: notes
     on how it was expanded, and ``canary`` (the canary's digest, source digest, timing
     mode, coverage, claim and the expansion); with ``executed``, also ``execution`` (the
-    executed logical occurrences and their weights)."""
+    executed logical occurrences and their weights, and ``junctions``, the executed
+    positions whose gap carries a junction delay, where there is one)."""
     expansion = "executed" if executed else "logical"
     notes = [f"expanded ({expansion}) from a {canary['timing_mode']} canary"]
     if canary["timing_mode"] != "lossless":
@@ -281,4 +298,11 @@ def expanded_trace_meta(
             "logical_occ": [int(i) for i in idx],
             "weights": [float(w) for w in weights],
         }
+        junctions = segment_starts(idx)[1:]
+        if junctions.size:
+            extra["execution"]["junctions"] = [int(j) for j in junctions]
+            notes.append(
+                "the gap of each executed position in meta.execution.junctions (the first "
+                "after a skipped stretch) is its logical gap plus its junction delay"
+            )
     return trace_meta(program, source=f"tracecanary expand {canary_name}", notes=notes, extra=extra)

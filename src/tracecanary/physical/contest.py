@@ -1,8 +1,10 @@
 """Contested configurations: where the physical knob space holds close calls and inversions.
 
-``knob_grid`` is the searched space on a backend (the replayer's knobs: fusion bucket
-sizes, chunk counts, decomposition, per-op barriers, and the ranks' thread count through
-``OMP_NUM_THREADS``), as a ``tracecanary.physical/v1`` document. ``contest`` takes, per
+``knob_grid`` is the searched space (the replayer's knobs: fusion bucket sizes, chunk
+counts, decomposition, per-op barriers) as a ``tracecanary.physical/v1`` document. Thread
+counts are not a knob here: on CPU every rank fixes torch's intra-op threads to 1
+(``environment.place_rank``), so an ``OMP_NUM_THREADS`` setting would change nothing and
+look like a finding. ``contest`` takes, per
 configuration, the full program's measured mean latency over interleaved repetitions (its
 median and bootstrap interval, ``physical/report.py``) and its *isolated* prediction (the
 simulator twin priced from the ladders alone, nccl-tests style: every op as if it ran by
@@ -35,11 +37,10 @@ def knob_grid(
     *,
     buckets: tuple[int, ...] = (16384, 65536, 262144),
     chunks: tuple[int, ...] = (2, 4),
-    threads: tuple[int, ...] = (2,),
 ) -> dict:
     """The searched configurations (a ``tracecanary.physical/v1`` document): native,
     decomposed, native with op barriers, one fused configuration per bucket size, one
-    chunked per chunk count, one native per thread count."""
+    chunked per chunk count."""
     configs: dict[str, dict] = {
         "native": {"description": "one direct call per op", "mode": "native", "env": {}},
         "decomposed": {
@@ -67,12 +68,6 @@ def knob_grid(
             "mode": "chunked",
             "chunks": k,
             "env": {},
-        }
-    for t in threads:
-        configs[f"native_threads{t}"] = {
-            "description": f"one direct call per op, {t} intra-op threads per rank",
-            "mode": "native",
-            "env": {"OMP_NUM_THREADS": str(t)},
         }
     return {"format": PHYSICAL_CONFIG_FORMAT, "default": "native", "configs": configs}
 

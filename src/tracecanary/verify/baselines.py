@@ -3,8 +3,9 @@
 Each baseline draws k occurrences of the source program, where k is the number of
 occurrences the canary itself executes, and gives each a weight (how many source
 occurrences it stands for), exactly like a reduced-execution canary: the weighted
-program (``compile.expand.select_occurrences``: each executed occurrence keeps its own
-gap, overlap, latency and skew) is replayed under every configuration and judged by the
+program (``compile.expand.replayed_selection``: each executed occurrence keeps its own
+gap, overlap, latency and skew, a junction's gap plus its junction delay, as in a
+canary's executed program) is replayed under every configuration and judged by the
 same behaviour checks and ranking decisions as a canary
 (``verify.behavior.behavior_checks`` / ``ranking_changes``).
 
@@ -209,9 +210,9 @@ def draw_baselines(program: Program, k: int, seed: int) -> list[Sample]:
 
 def baseline_program(program: Program, sample: Sample) -> Program:
     """The weighted program a baseline executes (like a canary's executed program)."""
-    from tracecanary.compile.expand import select_occurrences
+    from tracecanary.compile.expand import replayed_selection
 
-    return select_occurrences(program, sample.idx, sample.weights)
+    return replayed_selection(program, sample.idx, sample.weights)
 
 
 def check_severity(check: dict) -> float:
