@@ -15,17 +15,21 @@ source signature it is attributed to), the first failing checks and the search l
 the reduction: the timing jitter against the mean tolerance, the timing bytes per
 occurrence against the source's, and what keeps the step motif from repeating.
 
-``python -m bench.bench_zoo [NAME...] [--quick | --steps N]`` prints every row and the
-blocked steps (``--steps``: capture length, decode tokens for tp_decode);
-``python -m bench --only bench_zoo`` puts the rows in the table. Captures are cached
-under ``$TRACECANARY_BENCH_DIR/zoo`` (delete to re-capture).
+``python -m bench.bench_zoo [NAME...] [--quick | --steps N] [--cache DIR]
+[--selections time|all]`` prints every row and the blocked steps (``--steps``: capture
+length, decode tokens for tp_decode; ``--selections time``: the search without the
+skew-quantile execution rung, for before/after figures); ``python -m bench --only
+bench_zoo`` puts the rows in the table. Captures are cached under
+``$TRACECANARY_BENCH_DIR/zoo`` or ``--cache DIR`` (``DIR/<name>-<steps|default>/capture``;
+delete to re-capture).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
+from pathlib import Path
 
 from bench.common import WORK, row
 
@@ -74,15 +78,16 @@ def timing_figures(program, canary: dict, tolerances: dict) -> dict:
     }
 
 
-def _merged(name: str, steps: int | None) -> tuple[str, float]:
-    """Capture (cached), import and merge one workload; return (merged path, capture s)."""
+def _merged(name: str, steps: int | None, cache: Path | None = None) -> tuple[str, float]:
+    """Capture (cached under ``cache``, default ``$TRACECANARY_BENCH_DIR/zoo``), import
+    and merge one workload; return (merged path, capture s)."""
     from tracecanary.canonical import write_json
     from tracecanary.kineto import import_kineto_file
     from tracecanary.merge import merge_captures
     from tracecanary.trace_io import write_trace
     from tracecanary.zoo.runner import NPROC, capture_workload
 
-    base = WORK / "zoo" / f"{name}-{steps or 'default'}"
+    base = (cache or WORK / "zoo") / f"{name}-{steps or 'default'}"
     capture_dir = base / "capture"
     capture_s = 0.0
     if not (capture_dir / "capture.json").is_file():
@@ -115,14 +120,22 @@ def _merged(name: str, steps: int | None) -> tuple[str, float]:
     return str(merged), capture_s
 
 
-def measure(name: str, steps: int | None) -> dict:
+def measure(
+    name: str,
+    steps: int | None,
+    *,
+    cache: Path | None = None,
+    steady_selections: tuple[str, ...] | None = None,
+) -> dict:
+    """One workload's row (see the module doc). ``steady_selections``: passed to
+    ``search`` (None: its default, every selection)."""
     from tracecanary.compile.repetition import repetition_profile
     from tracecanary.load import load_program
     from tracecanary.sim.backends import load_backends
     from tracecanary.verify.behavior import load_tolerances
     from tracecanary.verify.search import parse_budgets, search
 
-    merged, capture_s = _merged(name, steps)
+    merged, capture_s = _merged(name, steps, cache)
     program = load_program(merged)
     backends = load_backends("config/backends.yaml")
     tolerances = load_tolerances(None)
@@ -134,6 +147,7 @@ def measure(name: str, steps: int | None) -> dict:
         tolerances,
         source_digest="bench",
         progress=lambda line: None,
+        **({"steady_selections": steady_selections} if steady_selections else {}),
     )
     search_s = time.perf_counter() - started
     out = {
@@ -221,12 +235,51 @@ def run(quick: bool) -> list[dict]:
     return rows
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> None:
+    from tracecanary.compile.selection import DEFAULT_STEADY_SELECTION
     from tracecanary.zoo import WORKLOADS
 
-    quick = "--quick" in sys.argv
-    steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else None
-    names = [a for a in sys.argv[1:] if a in WORKLOADS] or list(WORKLOADS)
-    for name in names:
-        length = steps or (QUICK_STEPS[name] if quick else None)
-        print(json.dumps(measure(name, length), indent=1))
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.bench_zoo",
+        description="Search each zoo workload's captured trace and print its row as JSON.",
+    )
+    parser.add_argument(
+        "names", nargs="*", metavar="NAME", help=f"workloads (default: all of {list(WORKLOADS)})"
+    )
+    length = parser.add_mutually_exclusive_group()
+    length.add_argument(
+        "--quick", action="store_true", help=f"short captures {QUICK_STEPS} (default: off)"
+    )
+    length.add_argument(
+        "--steps",
+        type=int,
+        metavar="N",
+        help="capture length (decode tokens for tp_decode; default: the workload's)",
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        metavar="DIR",
+        help="capture cache: DIR/<name>-<steps|default>/capture is reused when present "
+        f"(default: {WORK / 'zoo'})",
+    )
+    parser.add_argument(
+        "--selections",
+        choices=("time", "all"),
+        default="all",
+        help="execution rung selections: time = the search without the skew-quantile "
+        "selection; all = every steady_selection (default: all)",
+    )
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.names) - set(WORKLOADS))
+    if unknown:
+        parser.error(f"unknown workloads {unknown}; known: {list(WORKLOADS)}")
+    selections = (DEFAULT_STEADY_SELECTION,) if args.selections == "time" else None
+    for name in args.names or list(WORKLOADS):
+        steps = args.steps or (QUICK_STEPS[name] if args.quick else None)
+        row_ = measure(name, steps, cache=args.cache, steady_selections=selections)
+        print(json.dumps(row_, indent=1), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -27,6 +27,7 @@ from tracecanary.compile import (
 from tracecanary.compile.document import validate_canary
 from tracecanary.compile.execution import check_execution, tail_occurrences
 from tracecanary.compile.reductions import read_reductions
+from tracecanary.compile.selection import STEADY_SELECTIONS
 from tracecanary.compile.structure import top_level_spans
 from tracecanary.errors import InputError
 from tracecanary.synth.examples import decode_like_program, random_program, requests_program
@@ -98,12 +99,19 @@ def _check_guarantees(program, canary, *, lossless: bool) -> None:
     k=st.integers(1, 5),
     context=st.one_of(st.integers(0, 2), st.tuples(st.integers(0, 2), st.integers(0, 2))),
     lossless=st.booleans(),
+    selection=st.sampled_from(STEADY_SELECTIONS),
 )
-def test_flat_programs_keep_every_execution_guarantee(seed, n, k, context, lossless):
+def test_flat_programs_keep_every_execution_guarantee(seed, n, k, context, lossless, selection):
     program = random_program(seed, n, p_tail=0.05)
     canary = compile_program(program, budget=None if lossless else parse_budget(BUDGET))
     reduced = reduce_execution(
-        canary, {"max_executed_repeats": k, "tail_context": context, "edge_context": context}
+        canary,
+        {
+            "max_executed_repeats": k,
+            "tail_context": context,
+            "edge_context": context,
+            "steady_selection": selection,
+        },
     )
     _check_guarantees(program, reduced, lossless=lossless)
 
@@ -133,14 +141,20 @@ def nested_programs(draw):
     tail_context=st.tuples(st.integers(0, 2), st.integers(0, 2)),
     edge_context=st.tuples(st.integers(0, 2), st.integers(0, 2)),
     lossless=st.booleans(),
+    selection=st.sampled_from(STEADY_SELECTIONS),
 )
 def test_nested_programs_keep_every_execution_guarantee(
-    program, k, tail_context, edge_context, lossless
+    program, k, tail_context, edge_context, lossless, selection
 ):
     canary = compile_program(program, budget=None if lossless else parse_budget("gap=2us"))
     reduced = reduce_execution(
         canary,
-        {"max_executed_repeats": k, "tail_context": tail_context, "edge_context": edge_context},
+        {
+            "max_executed_repeats": k,
+            "tail_context": tail_context,
+            "edge_context": edge_context,
+            "steady_selection": selection,
+        },
     )
     _check_guarantees(program, reduced, lossless=lossless)
 
@@ -294,6 +308,7 @@ def test_spans_cover_the_program_in_order():
         {"records": {"01": 2}},
         {"records": {"0.x": 2}},
         {"records": {"7.3": 2}},
+        {"steady_selection": "bogus"},
     ],
 )
 def test_bad_policies_are_refused(policy):

@@ -55,6 +55,12 @@ def test_campaign_reports_simulator_vs_machine_from_its_own_ladders(tmp_path):
     backends = yaml.safe_load((tmp_path / "results/tiny/backends/calibrated.yaml").read_text())
     assert sorted(backends["configs"]) == ["fused64k", "native"]
     assert backends["configs"]["fused64k"]["measured"]["replay"]["mode"] == "fused"
+    # each configuration's dispatch lateness comes from its own calibration replay
+    for name in ("fused64k", "native"):
+        dispatch = backends["configs"][name]["measured"]["dispatch"]
+        attempt = tmp_path / f"results/tiny/dispatch/{name}/attempt/attempt.json"
+        rows = json.loads(attempt.read_text())["files"]["rows.parquet"]
+        assert [a["rows_sha256"] for a in dispatch["attempts"]] == [rows]
     report = json.loads((tmp_path / "results/tiny/physical.json").read_text())
     assert report["configs"]["native"]["full"]["repetitions"] == 3
     assert report["configs"]["native"]["full"]["interval"]["mean"] is not None
@@ -62,6 +68,8 @@ def test_campaign_reports_simulator_vs_machine_from_its_own_ladders(tmp_path):
     assert sim["status"] == "computed", sim.get("reason")
     for program in ("canary", "full"):
         errors = sim["programs"][program]["prediction_error_pct"]
+        for predicted in sim["programs"][program]["predicted"].values():
+            assert predicted["dispatch"] and predicted["unmatched_contexts"] == 0
         assert sorted(errors) == ["fused64k", "native"]
         for metric in ("p50", "p95", "p99", "mean"):
             m = sim["programs"][program]["metrics"][metric]

@@ -147,8 +147,10 @@ def execution_table(candidates: list[dict]) -> list[str]:
         "|---|---|---|---|---|",
     ]
     for e in rows:
+        selection = e["settings"].get("steady_selection")  # absent: time
         lines.append(
-            f"| {e['settings'].get('max_executed_repeats', '')} | {e.get('claim', '-')} | "
+            f"| {e['settings'].get('max_executed_repeats', '')}"
+            f"{f' ({selection})' if selection else ''} | {e.get('claim', '-')} | "
             f"{size(e['bytes']) if 'bytes' in e else '-'} | "
             f"{count(e['occurrences_executed']) if 'occurrences_executed' in e else '-'} | "
             f"{_outcome([e])} |"

@@ -1,5 +1,5 @@
 """``tracecanary compile INPUT (--lossless | --budget SPEC) [--prefix N]
-[--max-executed-repeats K] [--strict --backends B [--tolerances T]] -o CANARY.json``:
+[--max-executed-repeats K [--steady-selection S]] [--strict --backends B [--tolerances T]] -o CANARY.json``:
 distil a trace into a canary, exactly or within per-field timing budgets, with a
 SHA-256 commitment behind every approximation. Exit 1 (nothing written) when a field
 cannot be represented within its budget, or, with ``--strict``, when the behavior
@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from tracecanary.commands import add_diagnostics_option, add_quiet_option
+from tracecanary.compile.selection import DEFAULT_STEADY_SELECTION, STEADY_SELECTIONS
 from tracecanary.errors import InputError
 
 STAT_ORDER = (
@@ -69,6 +70,12 @@ def register(sub) -> None:
         type=int,
         metavar="K",
         help="reduced execution: run K steady-state repetitions of each repeated record, tail windows whole (default: every repetition runs)",
+    )
+    p.add_argument(
+        "--steady-selection",
+        choices=STEADY_SELECTIONS,
+        metavar="S",
+        help=f"with --max-executed-repeats: which K steady repetitions run, {' or '.join(STEADY_SELECTIONS)} (time: evenly spaced in repetition order; skew_quantile: evenly spaced quantiles of their summed arrival skew; default: {DEFAULT_STEADY_SELECTION})",
     )
     p.add_argument(
         "--strict", action="store_true", help="verify behavior before writing (needs --backends)"
@@ -132,6 +139,10 @@ def _run(args, diagnostics) -> int:
         raise InputError("--tolerances is only used with --strict", field="tolerances")
     if args.max_executed_repeats is not None and args.max_executed_repeats < 1:
         raise InputError("--max-executed-repeats must be >= 1", field="max_executed_repeats")
+    if args.steady_selection is not None and args.max_executed_repeats is None:
+        raise InputError(
+            "--steady-selection is only used with --max-executed-repeats", field="steady_selection"
+        )
     backends = tolerances = None
     if args.strict:  # bad configuration files are refused before any compile work
         from tracecanary.sim.backends import load_backends
@@ -147,6 +158,8 @@ def _run(args, diagnostics) -> int:
     policy = None
     if args.max_executed_repeats is not None:
         policy = {"max_executed_repeats": args.max_executed_repeats}
+        if args.steady_selection is not None:
+            policy["steady_selection"] = args.steady_selection
     stages = ["load", "compile", *(["verify"] if args.strict else []), "write"]
     with progress(total=len(stages), desc="compile", unit="stage") as bar:  # a terminal only
 

@@ -18,7 +18,12 @@ Policy (``normalize_policy``; recorded in the canary's ``execution.policy``):
 * ``tail_context`` [before, after] (default [0, 1]): repetitions joined to each tail
   window before and after it;
 * ``edge_context`` [first, last] (default [1, 1]): repetitions at the start and the end
-  of every reduced instance that execute whole.
+  of every reduced instance that execute whole;
+* ``steady_selection`` (default ``"time"``; ``STEADY_SELECTIONS``): how the k steady
+  repetitions are picked (see Selection). The default is never written: a normalized
+  policy holds the key only when it is not ``"time"``, so canaries compiled before the
+  key existed, and every canary using the default, keep their bytes and re-check as
+  ``"time"``.
 
 **Tail occurrences** (``tail_occurrences``): the source ``tail`` flag; or (latency
 rule) a measured latency >= ``tail_latency_factor`` x the median measured latency of the
@@ -36,14 +41,30 @@ given for its path):
   (a tail window, the traffic before the repeated region) delays what follows it
   through the FIFO queues, not what precedes it, hence the asymmetric defaults;
 * the other m repetitions are **steady**. If m > k, the instance is reduced: the whole
-  repetitions execute with weight 1, and k steady ones, evenly spaced (repetition
-  ``floor((i + 0.5) * m / k)`` of the m steady ones, i < k), execute with weight
-  ``steady_weight = m / k``. Every executed repetition runs entirely: nothing inside a
-  reduced instance is reduced again;
+  repetitions execute with weight 1, and k steady ones execute with weight
+  ``steady_weight = m / k``: with the m steady ones in **selection order**, those at
+  positions ``floor((i + 0.5) * m / k)``, i < k. The selection order is, under
+  ``steady_selection``:
+
+  - ``"time"``: repetition order (k evenly spaced steady repetitions);
+  - ``"skew_quantile"``: increasing **repetition skew**, ties broken by repetition
+    index. A repetition's skew is the sum, over its occurrences, of the largest member
+    arrival skew (the one the timing-outlier rule screens), taken from the canary's
+    logical expansion. The chosen ones are then the (i + 0.5) / k quantiles of the
+    steady repetitions' skew distribution: the sample spans the per-step arrival skew
+    that dominates exposed latency, where evenly spaced ones can miss its mean. Without
+    member skew (``skew_known`` false, or no members) every skew is 0 and the selection
+    is the ``"time"`` one.
+
+  Either selection is deterministic (integer skews, exact sums, a total order) and
+  changes only which steady repetitions run, never how many or their weight. Every
+  executed repetition runs entirely: nothing inside a reduced instance is reduced
+  again;
 * otherwise (m <= k, or no k) every repetition executes with weight 1, and the records
   of a motif's body are considered in each repetition in turn (deeper levels).
 
-Guarantees: the weights of a reduced instance sum to its ``repeat``; every executed
+Guarantees (under either ``steady_selection``): the weights of a reduced instance sum
+to its ``repeat``; every executed
 occurrence has weight 1 or the ``steady_weight`` of the one reduced instance holding it,
 so the weights of the executed program sum to ``occurrences_logical``; every tail
 occurrence executes with weight 1 in a repetition that runs whole, in every outer
@@ -83,6 +104,11 @@ from tracecanary.compile.reductions import (
     is_count,
     read_reductions,
 )
+from tracecanary.compile.selection import (
+    DEFAULT_STEADY_SELECTION,
+    SKEW_QUANTILE_SELECTION,
+    STEADY_SELECTIONS,
+)
 from tracecanary.compile.sequence import copy_json
 from tracecanary.compile.structure import count_structure_records, record_length
 from tracecanary.errors import InputError
@@ -98,6 +124,7 @@ _POLICY_KEYS = {
     "timing_outlier_factor",
     "tail_context",
     "edge_context",
+    "steady_selection",
 }
 
 
@@ -133,8 +160,19 @@ def _path_key(key) -> str:
     return text
 
 
+def _steady_selection(policy: dict) -> str:
+    value = policy.get("steady_selection", DEFAULT_STEADY_SELECTION)
+    if value not in STEADY_SELECTIONS:
+        raise InputError(
+            f"steady_selection {value!r} must be one of {', '.join(STEADY_SELECTIONS)}",
+            field="execution_policy.steady_selection",
+        )
+    return value
+
+
 def normalize_policy(policy: dict | None) -> dict:
-    """The policy with every key present and defaults filled (see module doc)."""
+    """The policy with every key present and defaults filled (see module doc), except
+    ``steady_selection``, present only when it is not the default ``"time"``."""
     policy = dict(policy or {})
     unknown = set(policy) - _POLICY_KEYS
     if unknown:
@@ -157,7 +195,8 @@ def normalize_policy(policy: dict | None) -> dict:
                 field="execution_policy.records",
             )
         records[_path_key(key)] = val
-    return {
+    selection = _steady_selection(policy)
+    norm = {
         "max_executed_repeats": k,
         "records": dict(sorted(records.items())),
         "tail_latency_factor": _factor(policy, "tail_latency_factor", DEFAULT_TAIL_LATENCY_FACTOR),
@@ -167,6 +206,14 @@ def normalize_policy(policy: dict | None) -> dict:
         "tail_context": _pair(policy, "tail_context", DEFAULT_TAIL_CONTEXT),
         "edge_context": _pair(policy, "edge_context", DEFAULT_EDGE_CONTEXT),
     }
+    if selection != DEFAULT_STEADY_SELECTION:
+        norm["steady_selection"] = selection
+    return norm
+
+
+def steady_selection(norm: dict) -> str:
+    """The ``steady_selection`` of a normalized policy (absent: the default)."""
+    return norm.get("steady_selection", DEFAULT_STEADY_SELECTION)
 
 
 def _above_signature_median(
@@ -213,14 +260,37 @@ def tail_occurrences(
             outlier_factor,
         )
         if program.skew_known and len(program.members):
-            skew_max = np.zeros(program.n, dtype=np.int64)
-            np.maximum.at(
-                skew_max,
-                program.members["occ"].to_numpy(dtype=np.int64),
-                program.members["skew_ns"].to_numpy(dtype=np.int64),
+            tail |= _above_signature_median(
+                sig, largest_member_skew(program), every, outlier_factor
             )
-            tail |= _above_signature_median(sig, skew_max, every, outlier_factor)
     return tail
+
+
+def largest_member_skew(program) -> np.ndarray:
+    """Per logical occurrence, the largest arrival skew of its members (int64 ns; all 0
+    when the program's skew is unknown or it has no members)."""
+    skew_max = np.zeros(program.n, dtype=np.int64)
+    if program.skew_known and len(program.members):
+        np.maximum.at(
+            skew_max,
+            program.members["occ"].to_numpy(dtype=np.int64),
+            program.members["skew_ns"].to_numpy(dtype=np.int64),
+        )
+    return skew_max
+
+
+def select_steady(steady: np.ndarray, k: int, skew: np.ndarray | None) -> np.ndarray:
+    """The k of the m > k ``steady`` repetition indices (increasing) that execute,
+    increasing: those at positions ``floor((i + 0.5) * m / k)``, i < k, of the steady
+    ones in selection order: repetition order when ``skew`` is None (``"time"``),
+    otherwise increasing ``skew`` (one integer per steady repetition), ties broken by
+    repetition index (``"skew_quantile"``). Deterministic; k distinct repetitions."""
+    m = len(steady)
+    positions = ((np.arange(k) + 0.5) * m / k).astype(np.int64)
+    if skew is None:
+        return steady[positions]
+    order = np.lexsort((steady, skew))  # by skew, then by repetition index
+    return np.sort(steady[order[positions]])
 
 
 # ---------------------------------------------------------------------------------------
@@ -276,8 +346,16 @@ def _whole_reps(rep_tail: np.ndarray, norm: dict) -> np.ndarray:
     return whole
 
 
-def plan_reductions(records: list[dict], tail: np.ndarray, norm: dict) -> list[Reduction]:
-    """The reduced instances the policy selects (see the module doc), in logical order."""
+def plan_reductions(
+    records: list[dict], tail: np.ndarray, norm: dict, skew: np.ndarray | None = None
+) -> list[Reduction]:
+    """The reduced instances the policy selects (see the module doc), in logical order.
+    ``skew``: per logical occurrence, the largest member arrival skew
+    (``largest_member_skew``); needed when the policy's ``steady_selection`` is
+    ``"skew_quantile"`` (None: every repetition's skew is 0)."""
+    by_skew = steady_selection(norm) == SKEW_QUANTILE_SELECTION
+    if by_skew and skew is None:
+        skew = np.zeros(len(tail), dtype=np.int64)
     reducible: dict = {}
     if not _reducible(records, (), norm, reducible):
         return []
@@ -301,7 +379,11 @@ def plan_reductions(records: list[dict], tail: np.ndarray, norm: dict) -> list[R
                 steady = np.flatnonzero(~whole)
                 m = len(steady)
                 if m > k:
-                    chosen = steady[((np.arange(k) + 0.5) * m / k).astype(np.int64)]
+                    rep_skew = None
+                    if by_skew:
+                        rep_skew = skew[pos : pos + length].reshape(reps, period).sum(axis=1)
+                        rep_skew = rep_skew[steady]
+                    chosen = select_steady(steady, k, rep_skew)
                     out.append(
                         Reduction(
                             path,
@@ -377,7 +459,9 @@ def reduce_execution(
     doc["execution"] = None
     logical = expand_canary(doc, executed=False)
     tail = tail_occurrences(logical, norm["tail_latency_factor"], norm["timing_outlier_factor"])
-    _write_reductions(records, plan_reductions(records, tail, norm))
+    by_skew = steady_selection(norm) == SKEW_QUANTILE_SELECTION
+    skew = largest_member_skew(logical) if by_skew else None
+    _write_reductions(records, plan_reductions(records, tail, norm, skew))
     doc["execution"] = {"policy": norm, "tail_occurrences": int(tail.sum())}
     return finalize(doc, timing_bytes=timing_bytes)
 

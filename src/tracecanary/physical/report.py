@@ -508,6 +508,8 @@ def physical_markdown(report: dict, source: str) -> list[str]:
                     f"{m} {v['agreeing_pairs']}/{v['decided_pairs']} ({v['undetermined_pairs']} undetermined, tau-b {tau})"
                 )
             errs = ", ".join(f"{c} {e:+.1f}%" for c, e in pp["prediction_error_pct"].items())
+            dispatch = [c for c, v in pp["predicted"].items() if v.get("dispatch")]
+            errs += f" (dispatch lateness measured for {', '.join(dispatch) or 'none'})"
             lines.append(f"- {program}: {'; '.join(parts)}; mean-latency prediction error {errs}")
     if report["excluded_attempts"]:
         lines += [

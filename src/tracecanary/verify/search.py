@@ -13,11 +13,20 @@
    whole), smallest k first, keeping the first reduction whose every verification still
    passes on the weighted replay. A longer capture needs a larger k to keep a sample's
    mean within tolerance, so the ladder grows with the structure instead of stopping at a
-   fixed k. It stops at the first k that executes no fewer than the best so far (a larger
-   k executes at least as many).
+   fixed k. At each k the k evenly spaced steady repetitions (``steady_selection``
+   ``time``) are tried first; when they are rejected, the skew-quantile ones
+   (``skew_quantile``: the steady repetitions at evenly spaced quantiles of their
+   arrival skew, which dominates exposed latency on real captures) at the same k, unless
+   they are the same repetitions. Both execute the same number of occurrences at a k.
+   It stops at the first k that executes no fewer than the best so far (a larger k
+   executes at least as many). The verifier judges every candidate the same way: no
+   check or tolerance depends on the selection.
 
-Every candidate is logged with its settings, bytes, records, executed occurrences,
-statuses and why it was accepted or rejected: a rejected one with its failing checks
+Every candidate is logged with its settings (an execution candidate's are its policy:
+``max_executed_repeats``, and ``steady_selection`` when not ``time``), bytes, records,
+executed occurrences, statuses and why it was accepted or rejected (a skew-quantile
+selection that picks the same repetitions as the rejected time one is logged as not
+evaluated): a rejected one with its failing checks
 (``failed_checks``) and what blocks it (``blocking``, ``tracecanary.verify.blocking``:
 each failed check worst first with its configuration, values, allowance and the source
 op signature it is attributed to; its ``reason`` names the first), a bounded one not
@@ -44,6 +53,7 @@ from tracecanary.compile.canary import canary_bytes
 from tracecanary.compile.canary import compile_program as compile_with
 from tracecanary.compile.execution import reduce_execution
 from tracecanary.compile.repetition import repetition_profile
+from tracecanary.compile.selection import DEFAULT_STEADY_SELECTION, STEADY_SELECTIONS
 from tracecanary.compile.source import serialize_source
 from tracecanary.errors import ClaimFailed, InputError
 from tracecanary.formats.ids import SEARCH_LOG_FORMAT
@@ -92,7 +102,21 @@ def search(
     source_digest: str,
     config_names: list[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    steady_selections: tuple[str, ...] = STEADY_SELECTIONS,
 ) -> SearchResult:
+    """The search of the module doc. ``steady_selections``: the execution policy's
+    ``steady_selection`` values step 3 tries at each k, in order (default: every one,
+    the default ``time`` first; ``("time",)`` is the search without the skew-quantile
+    rung)."""
+    if (
+        not steady_selections
+        or steady_selections[0] != DEFAULT_STEADY_SELECTION
+        or set(steady_selections) - set(STEADY_SELECTIONS)
+    ):
+        raise ValueError(
+            f"steady_selections {steady_selections!r} must start with "
+            f"{DEFAULT_STEADY_SELECTION!r} and hold only {', '.join(STEADY_SELECTIONS)}"
+        )
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     log: list[dict] = []
     obstacles: list[str | None] = []
@@ -215,38 +239,73 @@ def search(
     # 3. execution reduction
     base = best[0]
     profile = []  # computed once, when a step first executes no fewer
+    done = False
     for k in executed_repeats_ladder(base):
-        canary, verification, entry = evaluate(
-            "execution",
-            {"max_executed_repeats": k},
-            lambda k=k: reduce_execution(base, {"max_executed_repeats": k}),
-        )
-        if canary is None:
-            continue
-        if (
-            verification["claim"] == "verified"
-            and entry["occurrences_executed"] < best[2]["occurrences_executed"]
-        ):
-            best[2].update(accepted=False, reason="superseded by a reduced execution")
+        time_records = None  # the time selection's structure at this k
+        for selection in steady_selections:
+            settings = execution_settings(k, selection)
+            if selection == DEFAULT_STEADY_SELECTION:
+                make = lambda settings=settings: reduce_execution(base, settings)  # noqa: E731
+            else:
+                reduced = reduce_execution(base, settings)
+                if canonical_json_bytes(reduced["structure"]) == time_records:
+                    log.append(
+                        {
+                            "stage": "execution",
+                            "settings": settings,
+                            "accepted": False,
+                            "reason": "not evaluated: the same repetitions as the rejected "
+                            f"{DEFAULT_STEADY_SELECTION} selection at this k",
+                        }
+                    )
+                    continue
+                make = lambda reduced=reduced: reduced  # noqa: E731
+            canary, verification, entry = evaluate("execution", settings, make)
+            if canary is None:
+                continue
+            if (
+                verification["claim"] == "verified"
+                and entry["occurrences_executed"] < best[2]["occurrences_executed"]
+            ):
+                best[2].update(accepted=False, reason="superseded by a reduced execution")
+                entry.update(
+                    accepted=True,
+                    reason="verified on the weighted replay; executes fewer occurrences",
+                )
+                best = (canary, verification, entry)
+                done = True
+                break
+            if verification["claim"] != "verified":
+                entry.update(accepted=False, reason=_rejected(verification, entry))
+                if selection == DEFAULT_STEADY_SELECTION:
+                    time_records = canonical_json_bytes(canary["structure"])
+                continue
+            if not profile:
+                profile.append(repetition_profile(program).obstacle())
             entry.update(
-                accepted=True, reason="verified on the weighted replay; executes fewer occurrences"
+                accepted=False,
+                reason=f"executes no fewer: {canary['execution']['tail_occurrences']} tail "
+                f"occurrences run whole; {profile[0]}",
             )
-            best = (canary, verification, entry)
+            # executed occurrences do not decrease as k grows, and do not depend on
+            # which steady repetitions run
+            done = True
             break
-        if verification["claim"] != "verified":
-            entry.update(accepted=False, reason=_rejected(verification, entry))
-            continue
-        if not profile:
-            profile.append(repetition_profile(program).obstacle())
-        entry.update(
-            accepted=False,
-            reason=f"executes no fewer: {canary['execution']['tail_occurrences']} tail "
-            f"occurrences run whole; {profile[0]}",
-        )
-        break  # executed occurrences do not decrease as k grows
+        if done:
+            break
     canary, verification, entry = best
     entry["chosen"] = True
     return SearchResult(canary, verification, log)
+
+
+def execution_settings(k: int, selection: str) -> dict:
+    """An execution candidate's settings, which are also its policy:
+    ``max_executed_repeats`` k, and ``steady_selection`` when it is not the default
+    (as in the canary's recorded policy: absent means ``time``)."""
+    settings: dict = {"max_executed_repeats": k}
+    if selection != DEFAULT_STEADY_SELECTION:
+        settings["steady_selection"] = selection
+    return settings
 
 
 def executed_repeats_ladder(canary: dict) -> list[int]:
