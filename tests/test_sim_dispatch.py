@@ -177,7 +177,23 @@ def test_calibrate_backends_measures_dispatch_from_a_real_calibration_replay(tmp
     assert main([*base, "--config", "native", "--config", "fused64k", "--dispatch",
                  f"fused64k={attempt}", "-o", str(out2)]) == 2  # fmt: skip
     assert not out2.exists()
+    # a calibration program changed since its replay is no evidence: refused, nothing written
+    (cal / "0.json").write_text((cal / "0.json").read_text() + " ")
+    assert main([*base, "--config", "native", "--dispatch", f"native={attempt}",
+                 "-o", str(out2)]) == 2  # fmt: skip
+    assert not out2.exists()
     # a configuration that is not calibrated here is refused by name
     assert main([*base, "--config", "native", "--dispatch", f"chunked4={attempt}",
                  "-o", str(out2)]) == 2  # fmt: skip
     assert not out2.exists()
+
+
+def test_dispatch_program_refuses_programs_whose_process_groups_differ(tmp_path):
+    one = write_program(tmp_path / "a", bench_program(2, motifs=1))
+    # the same ops on a process group with another id
+    files = [[{**e, "pg_id": 7} for e in f] for f in bench_program(2, motifs=1)]
+    two = write_program(tmp_path / "b", files)
+    out = tmp_path / "cal"
+    argv = ["dispatch-program", str(one), str(two), "--config", "native"]
+    assert main([*argv, "--physical-configs", str(PHYSICAL_YAML), "-o", str(out)]) == 2
+    assert not out.exists()

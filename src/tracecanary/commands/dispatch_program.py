@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from tracecanary.commands import add_force_option
 
+# times each distinct three-step run is repeated in the calibration program
+DEFAULT_REPEATS = 6
+
 
 def register(sub) -> None:
-    from tracecanary.sim.dispatch import DEFAULT_REPEATS
-
     p = sub.add_parser(
         "dispatch-program",
         help="the calibration program of the replayer's dispatch lateness (one configuration)",

@@ -46,7 +46,6 @@ import pandas as pd
 from tracecanary.errors import InputError
 
 DISPATCH_METHOD = "tracecanary.dispatch-transitions/v1"
-DEFAULT_REPEATS = 6
 CALIBRATION_PHASE = "dispatch-calibration"
 # steps of history the lateness is keyed by at most (predecessor's predecessor, predecessor)
 CONTEXT_STEPS = 2
