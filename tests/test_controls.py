@@ -97,6 +97,9 @@ def test_a_canary_of_another_trace_is_reported_as_not_tracking(decode_pair, tmp_
     assert code == 0  # a measurement: written, exit 0
     assert not doc["tracks_every_control"]
     assert any(e["checks"]["failed"] > 0 for e in doc["ablations"] if e["status"] == "computed")
+    noisy = doc["noise"]
+    assert not noisy["tracks"]
+    assert any(c["mean_check_passed"] < 4 for c in noisy["configs"].values())
 
 
 def test_controls_are_deterministic_bytes(decode_pair, tmp_path):

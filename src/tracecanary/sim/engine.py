@@ -386,10 +386,12 @@ def channel_fifo(ready_ns: np.ndarray, service_ns: np.ndarray, channel: np.ndarr
     """
     if ready_ns.size == 0:
         return ready_ns.copy()
-    by_channel = pd.Series(service_ns).groupby(channel, sort=False)
+    # copy=False: pandas 3 would otherwise copy each array into its Series
+    by_channel = pd.Series(service_ns, copy=False).groupby(channel, sort=False)
     prior = by_channel.cumsum().to_numpy(np.int64) - service_ns
-    slack = pd.Series(ready_ns - prior).groupby(channel, sort=False).cummax().to_numpy(np.int64)
-    return prior + slack
+    del by_channel
+    slack = pd.Series(ready_ns - prior, copy=False).groupby(channel, sort=False).cummax()
+    return prior + slack.to_numpy(np.int64)
 
 
 def simulate(
@@ -411,6 +413,7 @@ def simulate(
             issue_ns=prep.issue_ns + arrival_delay_ns,
             ready_ns=prep.ready_ns + arrival_delay_ns,
         )
+    # peak memory: each float64 temporary is dropped as soon as its value is taken
     base, choice = base_service_ns(prep, config)
     overlap_f = prep.overlap_ns.astype(np.float64)
     contended = prep.has_overlap & (base > 0)
@@ -418,14 +421,18 @@ def simulate(
     np.divide(overlap_f, base, out=frac, where=contended)
     frac = np.minimum(1.0, frac)
     service_f = np.where(contended, base * (1.0 + config.contention * frac), base)
+    del base, frac, contended
     if service_factor is not None:
         service_f = service_f * service_factor
     service = np.rint(service_f).astype(np.int64)
+    del service_f
     efficiency = config.overlap_efficiency
     if "compute_pressure" in prep.ablations:
         efficiency = efficiency * COMPUTE_PRESSURE_EFFICIENCY_FACTOR
     hideable = np.floor(efficiency * overlap_f).astype(np.int64)
+    del overlap_f
     hidden = np.where(prep.has_overlap, np.minimum(service, hideable), 0).astype(np.int64)
+    del hideable
     start = channel_fifo(prep.ready_ns, service, prep.channel)
     if "no_queue_reset" in prep.ablations and start.size:
         wait = pd.Series(start - prep.ready_ns).groupby(prep.channel, sort=False).cummax()

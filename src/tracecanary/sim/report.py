@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -96,16 +96,25 @@ def skew_statement(prep: Prepared) -> dict:
     return out
 
 
+def simulate_each(
+    prep: Prepared, configs: Iterable[BackendConfig]
+) -> Iterator[tuple[BackendConfig, SimResult]]:
+    """(configuration, result) for each configuration in order, simulated only when the
+    caller asks for the next one (a progress bar on a terminal): a caller that keeps
+    only what it needs of each result holds one configuration's arrays at a time."""
+    from tracecanary.progress import progress
+
+    for config in progress(list(configs), desc="simulate", unit="config"):
+        yield config, simulate(prep, config)
+
+
 def run_configs(
     program: Program, configs: Iterable[BackendConfig], ablations=()
 ) -> tuple[Prepared, dict[str, tuple[BackendConfig, SimResult]]]:
-    """Prepare once, simulate every configuration (a progress bar on a terminal)."""
-    from tracecanary.progress import progress
-
+    """Prepare once, simulate every configuration and keep every result (a progress bar
+    on a terminal). Holds all results at once: ``simulate_each`` holds one."""
     prep = prepare(program, ablations)
-    configs = list(configs)
-    bar = progress(configs, desc="simulate", unit="config")
-    return prep, {c.name: (c, simulate(prep, c)) for c in bar}
+    return prep, {c.name: (c, result) for c, result in simulate_each(prep, configs)}
 
 
 def workload_metrics(
@@ -113,8 +122,11 @@ def workload_metrics(
 ) -> dict[str, dict]:
     """Report-style metric blocks per configuration, without samples (for the verifier
     and the ddmin oracle: feed them to ``ranking.decisions``)."""
-    prep, runs = run_configs(program, backends.select(config_names), ablations)
-    return {name: summarize(prep, result, config) for name, (config, result) in runs.items()}
+    prep = prepare(program, ablations)
+    return {
+        config.name: summarize(prep, result, config)
+        for config, result in simulate_each(prep, backends.select(config_names))
+    }
 
 
 def build_report(
@@ -141,9 +153,11 @@ def build_report(
         )
     abl = normalize_ablations(ablations)
     selected = backends.select(config_names)
-    prep, runs = run_configs(program, selected, abl)
+    prep = prepare(program, abl)
     configs: dict[str, dict] = {}
-    for name, (config, result) in runs.items():
+    # one configuration's result at a time: each is summarized and encoded, then freed
+    for config, result in simulate_each(prep, selected):
+        name = config.name
         block = summarize(prep, result, config)
         block["description"] = config.description
         block["samples"] = {
@@ -154,6 +168,7 @@ def build_report(
             "candidate": sample_codec.encode(result.candidate),
         }
         configs[name] = block
+        del result
 
     rankings: dict = {"tie_tolerance": tie_tolerance, "metrics": {}, "pairwise": []}
     for metric in LATENCY_METRICS:
@@ -197,7 +212,7 @@ def build_report(
     }
     if noise is not None:
         report["protocol"]["noise"] = noise.as_protocol()
-        report["noise"] = noisy_block(prep, [c for c, _ in runs.values()], noise)
+        report["noise"] = noisy_block(prep, list(selected), noise)
     if prep.skew_status != "unknown":
         report["samples"]["rendezvous_wait_ns"] = sample_codec.encode(prep.rendezvous_wait_ns)
     if isolated:

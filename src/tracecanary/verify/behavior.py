@@ -42,6 +42,7 @@ from tracecanary.verify.claims import (
 
 if TYPE_CHECKING:
     from tracecanary.compile.source import SourceSerialization
+    from tracecanary.sim.engine import Prepared
 
 DIST_METRICS = ("p50", "p95", "p99", "max", "mean")
 RANKING_METRICS = ("p50", "p95", "p99", "mean")
@@ -98,22 +99,44 @@ class Replay:
 
 def replay_program(program: Program, backends, names=None) -> Replay:
     """Prepare once, simulate every configuration once, summarize (see ``Replay``)."""
-    from tracecanary.sim.metrics import summarize
-    from tracecanary.sim.report import run_configs
+    return replay_prepared(*prepare_replay(program), backends, names)
 
-    prep, runs = run_configs(program, backends.select(names))
+
+def prepare_replay(program: Program) -> tuple[Prepared, np.ndarray, np.ndarray]:
+    """What a replay of ``program`` needs of it: the simulator's prepared arrays, and
+    the logical occurrence id and weight of each simulated position. Nothing of
+    ``program`` is referenced by the result, so a caller that owns ``program`` can free
+    it before the replay (``replay_prepared``)."""
+    from tracecanary.sim.engine import prepare
+
+    prep = prepare(program)
     occ = program.occurrences
     logical = (
         occ["logical_occ"].to_numpy(np.int64)
         if "logical_occ" in occ
         else occ["occ"].to_numpy(np.int64)
     )
-    ids = logical[prep.occ]
-    weights = occ["weight"].to_numpy(np.float64)[prep.occ]
-    return Replay(
-        metrics={name: summarize(prep, result, config) for name, (config, result) in runs.items()},
-        latencies={name: (ids, result.latency_ns, weights) for name, (_, result) in runs.items()},
-    )
+    return prep, logical[prep.occ], occ["weight"].to_numpy(np.float64)[prep.occ]
+
+
+def replay_prepared(
+    prep: Prepared, ids: np.ndarray, weights: np.ndarray, backends, names=None
+) -> Replay:
+    """The ``Replay`` of prepared arrays (``prepare_replay``) under the selected
+    configurations.
+
+    Peak memory: one configuration's simulation is held at a time; of each only its
+    summary and its latency array are kept (``ids`` and ``weights`` are shared)."""
+    from tracecanary.sim.metrics import summarize
+    from tracecanary.sim.report import simulate_each
+
+    metrics: dict[str, dict] = {}
+    latencies: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for config, result in simulate_each(prep, backends.select(names)):
+        metrics[config.name] = summarize(prep, result, config)
+        latencies[config.name] = (ids, result.latency_ns, weights)
+        del result  # the other per-occurrence arrays of this configuration
+    return Replay(metrics=metrics, latencies=latencies)
 
 
 def _last_latency(
@@ -287,15 +310,24 @@ def verify_behavior(
     from tracecanary.verify.commitments import verify_commitments
 
     names = config_names or None
-    # one expansion at a time beside the source (peak memory): the source's replay
-    # first, then the logical expansion (decoded once for both uses) for the
-    # commitments, freed once the executed program is taken from it
-    src = source_replay if source_replay is not None else replay_program(source, backends, names)
+    # peak memory: one program's arrays at a time beside the source. The logical
+    # expansion (decoded once for both uses) serves the commitments and is freed once
+    # the executed program is taken from it; the executed program is freed once its
+    # replay is prepared; the source is replayed last, when only the canary's
+    # latencies are held (a source replay the caller holds is used as given)
     logical = expand_canary(canary, executed=False)
     mismatches = verify_commitments(source, canary, serialization=serialization, expanded=logical)
     executed = executed_program(canary, logical)
     del logical
-    can = replay_program(executed, backends, names)
+    # what the document needs of the executed program
+    executed_skew = (executed.skew_known, executed.skew_reason)
+    executed_n = executed.n
+    logical_total = float(np.sum(executed.occurrences["weight"].to_numpy()))
+    prepared = prepare_replay(executed)
+    del executed
+    can = replay_prepared(*prepared, backends, names)
+    del prepared
+    src = source_replay if source_replay is not None else replay_program(source, backends, names)
     if replays_out is not None:
         replays_out.update(source=src, canary=can)
     src_metrics = src.metrics
@@ -304,8 +336,8 @@ def verify_behavior(
     src_decisions, can_decisions, changed = ranking_changes(src.metrics, can.metrics, tolerances)
 
     obstacle = skew_obstacle(
-        source.skew_known and executed.skew_known,
-        source.skew_reason if not source.skew_known else executed.skew_reason,
+        source.skew_known and executed_skew[0],
+        source.skew_reason if not source.skew_known else executed_skew[1],
         source.skew_uncertainty_ns,
         skew_budget_ns(canary["budget"]),
     )
@@ -337,8 +369,8 @@ def verify_behavior(
         },
         "canary": {
             "sha256": canary_digest,
-            "occurrences_logical": float(np.sum(executed.occurrences["weight"].to_numpy())),
-            "occurrences_executed": executed.n,
+            "occurrences_logical": logical_total,
+            "occurrences_executed": executed_n,
         },
         "backends": {"sha256": backends.sha256, "configs": list(src_metrics)},
         "tolerances": tol,
