@@ -118,6 +118,8 @@ def program_from_normalized(table, sidecar: dict) -> Program:
     converted, so the two copies are not held at once; the caller must not use
     ``table`` afterwards. Matching then takes the columns over one by one
     (``build_program_from_columns``): each is freed once read."""
+    import pyarrow as pa
+
     from tracecanary.clocks.status import SkewStatus
     from tracecanary.matching import build_program_from_columns
     from tracecanary.parquet_io import exact_nullable_int
@@ -133,6 +135,9 @@ def program_from_normalized(table, sidecar: dict) -> Program:
     arrival = exact_nullable_int(table, "arrival_ns")
     frame = table.to_pandas(self_destruct=True, split_blocks=True)
     del table
+    # the converted Arrow buffers went back to Arrow's allocator, which keeps freed
+    # pages for reuse: hand them to the system before matching allocates its own
+    pa.default_memory_pool().release_unused()
     if arrival is not None:  # absolute times with gaps: exact, not float64
         frame["arrival_ns"] = arrival
     columns = {name: frame[name] for name in frame.columns}

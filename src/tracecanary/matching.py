@@ -442,6 +442,7 @@ def build_program_from_columns(
         skew_reason=skew_reason,
         notes=notes,
         skew_uncertainty_ns=status.uncertainty_ns or 0,
+        take_columns=True,  # every array above is this call's own: no copy
     )
 
 

@@ -147,9 +147,12 @@ def make_program(
     skew_reason: str | None = None,
     notes: tuple[str, ...] = (),
     skew_uncertainty_ns: int = 0,
+    take_columns: bool = False,
 ) -> Program:
     """Build a Program from column arrays, filling optional columns with their defaults
-    (weight 1.0, tail False, has_* False with value 0, root -1, phase/stream "")."""
+    (weight 1.0, tail False, has_* False with value 0, root -1, phase/stream "").
+    ``take_columns``: the caller hands its arrays over (it keeps no reference that it
+    changes later), so the tables use them instead of copying them (peak memory)."""
     n = len(occurrences["op"])
     cols: dict[str, np.ndarray] = {}
     defaults = {
@@ -177,9 +180,10 @@ def make_program(
             {
                 k: (pd.array(v, dtype="str") if OCCURRENCE_COLUMNS[k] == "str" else v)
                 for k, v in cols.items()
-            }
+            },
+            copy=not take_columns,
         ),
-        members=pd.DataFrame(mcols),
+        members=pd.DataFrame(mcols, copy=not take_columns),
         world_size=world_size,
         skew_known=skew_known,
         skew_reason=skew_reason,

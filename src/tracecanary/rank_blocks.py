@@ -213,30 +213,17 @@ def merge_capture_blocks(
 # ---- kind: kineto ----
 
 
-def _rank_of(doc: dict) -> int:
-    return doc["meta"]["clock_domains"][0]["ranks"][0]
-
-
 def import_kineto_block(
     traces: list[str], out_dir: str | os.PathLike, jobs: int | None = None
 ) -> int:
     """Import one block of Kineto traces into ``out_dir``; return how many."""
-    from tracecanary.kineto.batch import import_kineto_files
+    from tracecanary.kineto.sources import import_ranked
 
-    docs = import_kineto_files([str(t) for t in traces], jobs=jobs)
-    owner: dict[int, str] = {}
+    ranked = import_ranked(traces, jobs)  # refuses two traces of one rank
     files = []
     with atomic_output(out_dir, directory=True) as tmp:
         os.chmod(tmp, 0o755)
-        for path, doc in zip(traces, docs, strict=True):
-            rank = _rank_of(doc)
-            if rank in owner:
-                raise ImportRefused(
-                    f"rank {rank} is also the rank of {owner[rank]}",
-                    file=str(path),
-                    field="distributedInfo.rank",
-                )
-            owner[rank] = str(path)
+        for path, (rank, doc) in zip(traces, ranked, strict=True):
             name = f"rank{rank}.json"
             write_trace(doc, Path(tmp) / name)
             files.append(

@@ -115,6 +115,18 @@ def add_diagnostics_option(parser) -> None:
     )
 
 
+def add_judge_inputs(parser, *, canary_help: str) -> None:
+    """SOURCE, CANARY, ``--backends``, ``--tolerances`` and ``--config``: the inputs of
+    every command that judges a canary against its source (``judge_canary_against_source``)."""
+    parser.add_argument(
+        "source", metavar="SOURCE", help="the source: native trace or normalized Parquet"
+    )
+    parser.add_argument("canary", metavar="CANARY", help=canary_help)
+    add_backends_option(parser)
+    add_tolerances_option(parser)
+    add_configs_option(parser, what="replay")
+
+
 def judge_canary_against_source(args, judge, **extra) -> dict:
     """Load ``args.backends``, ``args.tolerances``, the source program ``args.source`` and
     the canary ``args.canary`` (errors located at the file they come from), then return

@@ -12,29 +12,13 @@ DEFAULT_SEED = 20261201  # the sampling seed a campaign uses unless told otherwi
 
 
 def register(sub) -> None:
+    from tracecanary.commands import add_judge_inputs
+
     p = sub.add_parser(
         "baselines",
         help="random/frequency/cluster/stratified samples at the canary's size, checked like it",
     )
-    p.add_argument("source", metavar="SOURCE", help="the source trace or normalized table")
-    p.add_argument("canary", metavar="CANARY", help="the canary whose executed size is matched")
-    p.add_argument(
-        "--backends",
-        default=None,
-        metavar="B",
-        help="simulator configurations YAML (default: the shipped tracecanary/defaults/backends.yaml)",
-    )
-    p.add_argument(
-        "--tolerances",
-        metavar="T",
-        help="tolerances YAML (default: the shipped tracecanary/defaults/tolerances.yaml)",
-    )
-    p.add_argument(
-        "--config",
-        action="append",
-        metavar="NAME",
-        help="replay only this configuration; repeatable (default: every configuration)",
-    )
+    add_judge_inputs(p, canary_help="the canary whose executed size is matched")
     p.add_argument(
         "--seed",
         type=int,

@@ -13,30 +13,14 @@ DEFAULT_ITERATIONS = 20  # noisy replays per program in a campaign's controls
 
 
 def register(sub) -> None:
+    from tracecanary.commands import add_judge_inputs
+
     p = sub.add_parser(
         "controls",
         help="replay source and canary under each simulator ablation and seeded noise: "
         "does the canary respond like its source?",
     )
-    p.add_argument("source", metavar="SOURCE", help="the source trace or normalized table")
-    p.add_argument("canary", metavar="CANARY", help="the canary to put under the controls")
-    p.add_argument(
-        "--backends",
-        default=None,
-        metavar="B",
-        help="simulator configurations YAML (default: the shipped tracecanary/defaults/backends.yaml)",
-    )
-    p.add_argument(
-        "--tolerances",
-        metavar="T",
-        help="tolerances YAML (default: the shipped tracecanary/defaults/tolerances.yaml)",
-    )
-    p.add_argument(
-        "--config",
-        action="append",
-        metavar="NAME",
-        help="replay only this configuration; repeatable (default: every configuration)",
-    )
+    add_judge_inputs(p, canary_help="the canary to put under the controls")
     p.add_argument(
         "--iterations",
         type=int,

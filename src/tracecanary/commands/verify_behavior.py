@@ -5,11 +5,9 @@ from __future__ import annotations
 import sys
 
 from tracecanary.commands import (
-    add_backends_option,
-    add_configs_option,
     add_diagnostics_option,
+    add_judge_inputs,
     add_quiet_option,
-    add_tolerances_option,
 )
 
 
@@ -18,13 +16,7 @@ def register(sub) -> None:
         "verify-behavior",
         help="replay source and canary under every configuration; separate statuses; exit 0 only when verified",
     )
-    p.add_argument(
-        "source", metavar="SOURCE", help="the source: native trace or normalized Parquet"
-    )
-    p.add_argument("canary", metavar="CANARY", help="canary JSON (tracecanary.canary/v1)")
-    add_backends_option(p)
-    add_tolerances_option(p)
-    add_configs_option(p, what="replay")
+    add_judge_inputs(p, canary_help="canary JSON (tracecanary.canary/v1)")
     p.add_argument(
         "-o",
         "--output",

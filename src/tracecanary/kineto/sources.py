@@ -32,8 +32,9 @@ def _rank_of(doc: dict) -> int:
     return doc["meta"]["clock_domains"][0]["ranks"][0]
 
 
-def import_source(traces: list[str], out_dir: str | os.PathLike, jobs: int | None = None) -> int:
-    """Import every trace into ``out_dir/rank<r>.json``; return how many."""
+def import_ranked(traces: list[str], jobs: int | None = None) -> list[tuple[int, dict]]:
+    """(rank, imported document) of every trace, in order; ImportRefused naming the
+    trace when two traces are of one rank."""
     docs = import_kineto_files([str(t) for t in traces], jobs=jobs)
     owner: dict[int, str] = {}
     for path, doc in zip(traces, docs, strict=True):
@@ -45,6 +46,12 @@ def import_source(traces: list[str], out_dir: str | os.PathLike, jobs: int | Non
                 field="distributedInfo.rank",
             )
         owner[rank] = str(path)
+    return [(_rank_of(doc), doc) for doc in docs]
+
+
+def import_source(traces: list[str], out_dir: str | os.PathLike, jobs: int | None = None) -> int:
+    """Import every trace into ``out_dir/rank<r>.json``; return how many."""
+    docs = [doc for _, doc in import_ranked(traces, jobs)]
     with atomic_output(out_dir, directory=True) as tmp:
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; the result is a plain directory
         for doc in docs:

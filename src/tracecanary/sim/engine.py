@@ -135,13 +135,13 @@ def normalize_ablations(ablations) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _factorize(column: pd.Series, perm: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
-    """(int64 codes of column[perm] into the sorted distinct values, those values).
+def _factorize(column: pd.Series, take) -> tuple[np.ndarray, tuple[str, ...]]:
+    """(int64 codes of take(column) into the sorted distinct values, those values).
 
-    Values absent from column[perm] may appear among the names (the tail ablation drops
+    Values absent from take(column) may appear among the names (the tail ablation drops
     occurrences); consumers only report names whose code occurs."""
     codes, uniques = pd.factorize(column, sort=True)
-    return codes.astype(np.int64)[perm], tuple(str(u) for u in uniques)
+    return take(codes.astype(np.int64, copy=False)), tuple(str(u) for u in uniques)
 
 
 def _first_bad(mask: np.ndarray) -> int:
@@ -233,13 +233,20 @@ def prepare(program: Program, ablations=()) -> Prepared:
     positions = np.arange(n, dtype=np.int64)
     if "tail" in abl:
         positions = positions[~occ_df["tail"].to_numpy(bool)]
-    issue = issue_all[positions]
+    issue = issue_all[positions] if "tail" in abl else issue_all
     perm = positions
     if "order" in abl and positions.size:
         sig, _ = program.signature_ids()
         perm = positions[np.argsort(sig[positions], kind="stable")]
+    # without the tail or order ablation every position is simulated in place: the
+    # arrays are used as they are (read-only views of the program's columns where
+    # pandas gives one) instead of being copied through an identity permutation
+    identity = "tail" not in abl and ("order" not in abl or not positions.size)
 
-    op_codes, op_names = _factorize(occ_df["op"], perm)
+    def take(values: np.ndarray) -> np.ndarray:
+        return values if identity else values[perm]
+
+    op_codes, op_names = _factorize(occ_df["op"], take)
     op_present = np.bincount(op_codes, minlength=len(op_names)) > 0
     kinds_of_names = []
     for code, name in enumerate(op_names):
@@ -258,8 +265,8 @@ def prepare(program: Program, ablations=()) -> Prepared:
     kind = (
         np.asarray(kinds_of_names, dtype=np.int64)[op_codes] if perm.size else np.zeros(0, np.int64)
     )
-    gsize = gsize_all[perm]
-    nbytes = bytes_all[perm]
+    gsize = take(gsize_all)
+    nbytes = take(bytes_all)
 
     # Cost inputs, float64 in the documented order.
     n_f = gsize.astype(np.float64)
@@ -283,25 +290,26 @@ def prepare(program: Program, ablations=()) -> Prepared:
         )
     transfer = nbytes.astype(np.float64) * factor
 
-    has_overlap = has_overlap_all[perm] & ("overlap" not in abl)
-    overlap = np.where(has_overlap, overlap_all[perm], 0).astype(np.int64)
+    has_overlap = take(has_overlap_all) & ("overlap" not in abl)
+    overlap = np.where(has_overlap, take(overlap_all), 0).astype(np.int64, copy=False)
 
-    group_codes, group_names = _factorize(occ_df["group"], perm)
-    stream_codes, stream_names = _factorize(occ_df["stream"], perm)
+    group_codes, group_names = _factorize(occ_df["group"], take)
+    stream_codes, stream_names = _factorize(occ_df["stream"], take)
     channel = group_codes * max(len(stream_names), 1) + stream_codes
-    phase_codes, phase_names = _factorize(occ_df["phase"], perm)
-    dtype_codes, dtype_names = _factorize(occ_df["dtype"], perm)
+    del stream_codes
+    phase_codes, phase_names = _factorize(occ_df["phase"], take)
+    dtype_codes, dtype_names = _factorize(occ_df["dtype"], take)
 
-    maxs = max_skew[perm]
+    maxs = take(max_skew)
     custom = tuple(
         o for code, o in enumerate(op_names) if o.startswith("custom:") and op_present[code]
     )
     return Prepared(
-        occ=occ_df["occ"].to_numpy(np.int64)[perm],
+        occ=take(occ_df["occ"].to_numpy(np.int64)),
         issue_ns=issue,
         ready_ns=issue + maxs,
         rendezvous_wait_ns=maxs,
-        member_wait_ns=wait_sum[perm],
+        member_wait_ns=take(wait_sum),
         op_code=op_codes,
         op_names=op_names,
         kind=kind,
@@ -316,18 +324,20 @@ def prepare(program: Program, ablations=()) -> Prepared:
         overlap_ns=overlap,
         has_overlap=has_overlap,
         channel=channel,
-        weight=weight_all[perm],
-        ring_steps=ring.astype(np.float64),
-        tree_steps=tree.astype(np.float64),
+        weight=take(weight_all),
+        ring_steps=ring.astype(np.float64, copy=False),
+        tree_steps=tree.astype(np.float64, copy=False),
         transfer_bytes=transfer,
         skew_status=skew_status,
         skew_reason=program.skew_reason if skew_status == "unknown" else None,
         ablations=abl,
         custom_ops=custom,
-        observed_latency_ns=np.where(
-            occ_df["has_latency"].to_numpy(bool), occ_df["latency_ns"].to_numpy(np.int64), 0
-        ).astype(np.int64)[perm],
-        has_observed_latency=occ_df["has_latency"].to_numpy(bool)[perm],
+        observed_latency_ns=take(
+            np.where(
+                occ_df["has_latency"].to_numpy(bool), occ_df["latency_ns"].to_numpy(np.int64), 0
+            ).astype(np.int64, copy=False)
+        ),
+        has_observed_latency=take(occ_df["has_latency"].to_numpy(bool)),
     )
 
 
