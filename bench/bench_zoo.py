@@ -22,22 +22,43 @@ skew-quantile execution rung, for before/after figures); ``python -m bench --onl
 bench_zoo`` puts the rows in the table. Captures are cached under
 ``$TRACECANARY_BENCH_DIR/zoo`` or ``--cache DIR`` (``DIR/<name>-<steps|default>/capture``;
 delete to re-capture).
+
+``--physical REPS`` (default off: the bench stays quick) also measures the physical pass
+(issue 14 item 5, target <= PHYSICAL_TARGET): the searched canary, verified and written by
+``tracecanary search`` (the bench's budgets, ``config/backends.yaml``, default tolerances:
+the same search as the row), is exported reduced (``export-param --execution reduced``)
+and the merged source full (``--execution full``); both are replayed with
+``replay-physical`` (gloo, the capture's rank count, configuration ``native``, one warm-up
+and PHYSICAL_ITERS timed passes per attempt), canary and full interleaved (C F / F C
+alternating per repetition), REPS attempts each. Per attempt: ``pass_ms`` (last op end
+minus first op start over ranks, median over timed passes:
+``tracecanary.physical.report.attempt_metrics``) and ``inside_ms`` (per timed pass, the
+sum over executed occurrences of the slowest member's latency; median over passes; it
+can exceed ``pass_ms`` where occurrences overlap in time or ranks wait at different ones).
+Reported: the paired canary/full ratio of each, median over repetitions with the physical
+report's 95% percentile bootstrap interval (``bootstrap_interval``), beside the executed
+fraction; ``met``: the interval's upper end is <= PHYSICAL_TARGET. Attempts are kept
+under ``<cache>/<name>-<steps|default>/physical/``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from pathlib import Path
 
-from bench.common import WORK, row
+from bench.common import REPO, WORK, row, tracecanary_cli
 
 SIZE_TARGET = 10.0
 EXECUTED_TARGET = 0.20
 BUDGETS = "0,1,2,4,8,16,32,64,256,1024,4096,16384"
 QUICK_STEPS = {"ddp": 10, "fsdp2_tp": 10, "tp_decode": 40, "pp": 10}
 Z_95 = 2.0  # about 95% two-sided, for the sample-size estimate below
+PHYSICAL_TARGET = 0.20  # canary pass / full program pass (issue 14 item 5)
+PHYSICAL_CONFIG = "native"
+PHYSICAL_WARMUP, PHYSICAL_ITERS = 1, 2
 
 
 def timing_figures(program, canary: dict, tolerances: dict) -> dict:
@@ -191,6 +212,80 @@ def measure(
     return out
 
 
+def _inside_ms(archive: Path) -> float:
+    """Median over timed passes of the summed slowest-member latency of every executed
+    occurrence (ms): the time a pass spends inside its ops."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(
+        archive / "rows.parquet", columns=["occ", "iteration", "latency_ns"]
+    ).to_pandas()
+    per_pass = rows.groupby(["iteration", "occ"])["latency_ns"].max().groupby(level=0).sum()
+    return float(np.median(per_pass.to_numpy(np.float64))) / 1e6
+
+
+def physical(name: str, steps: int | None, reps: int, *, cache: Path | None = None) -> dict:
+    """The physical pass of the searched canary against the full program (see the module
+    doc); every step the project's CLI. Raises RuntimeError when a command fails (an
+    attempt that is not complete included: ``replay-physical`` exits 1)."""
+    import shutil
+
+    from tracecanary.physical.report import attempt_metrics, bootstrap_interval
+    from tracecanary.zoo.runner import NPROC
+
+    merged, _ = _merged(name, steps, cache)
+    base = Path(merged).parent / "physical"
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    canary = base / "canary.json"
+    tracecanary_cli(
+        "search", merged, "--budgets", BUDGETS,
+        "--backends", str(REPO / "config" / "backends.yaml"),
+        "-o", str(canary), "--log", str(base / "search.json"),
+    )  # fmt: skip
+    stats = json.loads(canary.read_text())["stats"]
+    dirs = {"canary": base / "param" / "canary", "full": base / "param" / "full"}
+    tracecanary_cli(
+        "export-param", str(canary), "--execution", "reduced", "-o", str(dirs["canary"])
+    )
+    tracecanary_cli("export-param", merged, "--execution", "full", "-o", str(dirs["full"]))
+    runs: dict[str, list[dict]] = {"canary": [], "full": []}
+    started = time.perf_counter()
+    for rep in range(reps):
+        order = ["canary", "full"] if rep % 2 == 0 else ["full", "canary"]
+        for program in order:
+            archive = base / "attempts" / f"{program}-{rep}"
+            tracecanary_cli(
+                "replay-physical", str(dirs[program]), "--backend", "gloo",
+                "--nproc", str(NPROC), "--physical-config", PHYSICAL_CONFIG,
+                "--warmup", str(PHYSICAL_WARMUP), "--iters", str(PHYSICAL_ITERS),
+                "--timeout", "1200", "--quiet", "-o", str(archive),
+            )  # fmt: skip
+            runs[program].append(
+                {"pass_ms": attempt_metrics(archive)["pass_ms"], "inside_ms": _inside_ms(archive)}
+            )
+    out: dict = {
+        "workload": name,
+        "steps": steps,
+        "executed": int(stats["occurrences_executed"]),
+        "logical": int(stats["occurrences_logical"]),
+        "executed_fraction": round(stats["occurrences_executed"] / stats["occurrences_logical"], 3),
+        "repetitions": reps,
+        "replay_s": round(time.perf_counter() - started, 1),
+        "attempts": runs,
+    }
+    for metric in ("inside_ms", "pass_ms"):
+        ratios = [c[metric] / f[metric] for c, f in zip(runs["canary"], runs["full"], strict=True)]
+        interval = bootstrap_interval(ratios)
+        out[f"{metric}_ratio"] = {
+            "median": round(statistics.median(ratios), 3),
+            "interval_95": [round(x, 3) for x in interval] if interval else None,
+            "met": bool(interval is not None and interval[1] <= PHYSICAL_TARGET),
+        }
+    return out
+
+
 def run(quick: bool) -> list[dict]:
     from tracecanary.zoo import WORKLOADS
 
@@ -270,15 +365,30 @@ def main(argv: list[str] | None = None) -> None:
         help="execution rung selections: time = the search without the skew-quantile "
         "selection; all = every steady_selection (default: all)",
     )
+    parser.add_argument(
+        "--physical",
+        type=int,
+        metavar="REPS",
+        default=0,
+        help="also replay the searched canary (reduced) and the full program physically, "
+        f"gloo, configuration {PHYSICAL_CONFIG}, interleaved, REPS attempts each (>= 3 for "
+        "an interval; 0 = off; default: 0)",
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.names) - set(WORKLOADS))
     if unknown:
         parser.error(f"unknown workloads {unknown}; known: {list(WORKLOADS)}")
+    if args.physical < 0:
+        parser.error("--physical REPS must be >= 0")
+    if args.physical and args.selections == "time":
+        parser.error("--physical replays the default search's canary: use --selections all")
     selections = (DEFAULT_STEADY_SELECTION,) if args.selections == "time" else None
     for name in args.names or list(WORKLOADS):
         steps = args.steps or (QUICK_STEPS[name] if args.quick else None)
         row_ = measure(name, steps, cache=args.cache, steady_selections=selections)
         print(json.dumps(row_, indent=1), flush=True)
+        if args.physical:
+            print(json.dumps(physical(name, steps, args.physical, cache=args.cache)), flush=True)
 
 
 if __name__ == "__main__":
