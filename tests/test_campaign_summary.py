@@ -76,6 +76,38 @@ def test_physical_verdict_says_agreed_or_names_the_metrics_that_disagree():
     assert physical_verdict({"ranking_agreement": {}}).startswith("not judged")
 
 
+def test_physical_verdict_counts_only_pairs_the_repetitions_decide():
+    def metric(decided, agreeing, undetermined, point_agreeing):
+        return {
+            "pairs": 1,
+            "agreeing_pairs": point_agreeing,
+            "decided_pairs": decided,
+            "agreeing_decided_pairs": agreeing,
+            "undetermined_pairs": undetermined,
+        }
+
+    # the campaign's decode_small case: p50 decided and agreeing, p95/p99 point orders
+    # differ but their intervals overlap (undetermined), the gate passes
+    doc = {
+        "ranking_agreement": {
+            "p50": metric(1, 1, 0, 1),
+            "p95": metric(0, 0, 1, 0),
+            "p99": metric(0, 0, 1, 0),
+            "mean": metric(0, 0, 1, 1),
+        },
+        "gate": {"status": "pass"},
+    }
+    assert physical_verdict(doc) == (
+        "**agreed** (decided pairs agreeing: p50 1 of 1); undetermined (intervals overlap) "
+        "on mean, p95, p99; physical gate **pass**"
+    )
+    doc["ranking_agreement"]["p50"] = metric(1, 0, 0, 0)
+    doc["gate"] = {"status": "fail"}
+    assert physical_verdict(doc).startswith("**disagreed** on decided pairs of p50")
+    only_open = {"ranking_agreement": {"p95": metric(0, 0, 1, 0)}}
+    assert physical_verdict(only_open).startswith("undetermined: no pair decided")
+
+
 def test_canary_size_is_the_file_size_human_and_exact(tmp_path):
     path = tmp_path / "canary.json"
     path.write_bytes(b"x" * 33818)

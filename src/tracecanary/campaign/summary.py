@@ -300,18 +300,38 @@ def _workload_order(report: dict) -> list[str]:
 
 def physical_verdict(doc: dict) -> str:
     """Whether the physical replay's canary and full program rank the configurations alike,
-    in one phrase (``agreed (mean, p50, p99: 3 of 3 pairs each)``)."""
+    in one phrase. Over the pairs the repetitions decide (bootstrap intervals separate on
+    both sides; ``decided_pairs``) when the report has them: a pair whose intervals overlap
+    is undetermined and named as such, never counted as agreeing or disagreeing. A report
+    without decided-pair fields is judged on its point rankings."""
     agreement = doc.get("ranking_agreement") or {}
-    judged = {m: a for m, a in agreement.items() if a.get("agreement") is not None}
+    judged = {m: a for m, a in agreement.items() if a.get("pairs")}
     gate = doc.get("gate")
     gate_text = f"; physical gate **{gate['status']}**" if gate else ""
     if not judged:
         return f"not judged (fewer than two complete configurations){gate_text}"
-    split = sorted(m for m, a in judged.items() if a["agreeing_pairs"] < a["pairs"])
-    pairs = max(a["pairs"] for a in judged.values())
-    if not split:
-        return f"**agreed** ({', '.join(sorted(judged))}: {pairs} of {pairs} pairs each){gate_text}"
-    return f"**disagreed** on {', '.join(split)} (of {', '.join(sorted(judged))}){gate_text}"
+    if not all("decided_pairs" in a for a in judged.values()):
+        split = sorted(m for m, a in judged.items() if a["agreeing_pairs"] < a["pairs"])
+        pairs = max(a["pairs"] for a in judged.values())
+        if not split:
+            return f"**agreed** ({', '.join(sorted(judged))}: {pairs} of {pairs} pairs each){gate_text}"
+        return f"**disagreed** on {', '.join(split)} (of {', '.join(sorted(judged))}){gate_text}"
+    decided = {m: a for m, a in judged.items() if a["decided_pairs"]}
+    undetermined = sorted(m for m, a in judged.items() if a["undetermined_pairs"])
+    open_text = (
+        f"; undetermined (intervals overlap) on {', '.join(undetermined)}" if undetermined else ""
+    )
+    if not decided:
+        return f"undetermined: no pair decided by the repetitions{open_text}{gate_text}"
+    split = sorted(
+        m for m, a in decided.items() if a["agreeing_decided_pairs"] < a["decided_pairs"]
+    )
+    counts = ", ".join(
+        f"{m} {a['agreeing_decided_pairs']} of {a['decided_pairs']}"
+        for m, a in sorted(decided.items())
+    )
+    word = f"**disagreed** on decided pairs of {', '.join(split)}" if split else "**agreed**"
+    return f"{word} (decided pairs agreeing: {counts}){open_text}{gate_text}"
 
 
 def _runtime_ratios(doc: dict) -> str:
