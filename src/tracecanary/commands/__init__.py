@@ -127,6 +127,15 @@ def add_judge_inputs(parser, *, canary_help: str) -> None:
     add_configs_option(parser, what="replay")
 
 
+def add_table_outputs(parser, *, metavar: str, what: str) -> None:
+    """``--markdown TABLE.md`` and ``-o/--output``: a judging command's document and,
+    optionally, its table as markdown."""
+    parser.add_argument(
+        "--markdown", metavar="TABLE.md", help="also write the table as markdown (default: none)"
+    )
+    parser.add_argument("-o", "--output", required=True, metavar=metavar, help=what)
+
+
 def judge_canary_against_source(args, judge, **extra) -> dict:
     """Load ``args.backends``, ``args.tolerances``, the source program ``args.source`` and
     the canary ``args.canary`` (errors located at the file they come from), then return

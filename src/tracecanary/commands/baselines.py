@@ -12,7 +12,7 @@ DEFAULT_SEED = 20261201  # the sampling seed a campaign uses unless told otherwi
 
 
 def register(sub) -> None:
-    from tracecanary.commands import add_judge_inputs
+    from tracecanary.commands import add_judge_inputs, add_table_outputs
 
     p = sub.add_parser(
         "baselines",
@@ -25,12 +25,7 @@ def register(sub) -> None:
         default=DEFAULT_SEED,
         help="seed of every sampling method (default: %(default)s)",
     )
-    p.add_argument(
-        "--markdown", metavar="TABLE.md", help="also write the table as markdown (default: none)"
-    )
-    p.add_argument(
-        "-o", "--output", required=True, metavar="BASELINES.json", help="the baselines document"
-    )
+    add_table_outputs(p, metavar="BASELINES.json", what="the baselines document")
     p.set_defaults(func=run)
 
 

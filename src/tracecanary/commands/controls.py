@@ -13,7 +13,7 @@ DEFAULT_ITERATIONS = 20  # noisy replays per program in a campaign's controls
 
 
 def register(sub) -> None:
-    from tracecanary.commands import add_judge_inputs
+    from tracecanary.commands import add_judge_inputs, add_table_outputs
 
     p = sub.add_parser(
         "controls",
@@ -44,12 +44,7 @@ def register(sub) -> None:
         metavar="A",
         help="largest per-op arrival delay, uniform on 0..A ns (default: the noise model's, 0)",
     )
-    p.add_argument(
-        "--markdown", metavar="TABLE.md", help="also write the table as markdown (default: none)"
-    )
-    p.add_argument(
-        "-o", "--output", required=True, metavar="CONTROLS.json", help="the controls document"
-    )
+    add_table_outputs(p, metavar="CONTROLS.json", what="the controls document")
     p.set_defaults(func=run)
 
 
