@@ -8,6 +8,7 @@ from tracecanary.campaign.config_check import (
     check_store_inside,
     refuse_evaluating_configs,
 )
+from tracecanary.campaign.physical_sources import refuse_renamed_physical_keys
 from tracecanary.campaign.report_graph import label_report_rule_graph
 
 # a report's rule graph names each node's sources ("ingest · decode, train")
@@ -22,6 +23,7 @@ refuse_evaluating_configs(["config/config.yaml", *workflow.overwrite_configfiles
 configfile: "config/config.yaml"
 
 
+refuse_renamed_physical_keys(config, file=" + ".join(map(str, workflow.configfiles)) or "config")
 validate(config, "schemas/config.schema.json")
 check_store_inside(config, file="config")
 
@@ -56,5 +58,6 @@ rule all:
     input:
         manifest=f"results/{CAMPAIGN}/manifest.json",
         summary=f"results/{CAMPAIGN}/summary.md",
-        # the physical gate runs after the summary (which shows its verdict) and fails the run
-        physical_gate=[f"results/{CAMPAIGN}/physical_gate.txt"] if PHYSICAL_SOURCE else [],
+        # each physical source's gate runs after the summary (which shows its verdict) and
+        # fails the run
+        physical_gates=physical_gates(),

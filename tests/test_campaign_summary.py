@@ -198,7 +198,7 @@ def test_sources_table_says_not_compressed_for_a_canary_larger_than_its_short_so
     stats = {c.parent.name: json.loads(c.read_text())["stats"] for c in canaries}
     assert stats["short"]["compressed"] is False and stats["adversarial"]["compressed"] is True
     rows = {
-        row.split("|")[1].strip(): row for row in sources_table(canaries, {}, {}, None, None)[2:]
+        row.split("|")[1].strip(): row for row in sources_table(canaries, {}, {}, {})[2:]
     }
     assert "**not compressed** (canary larger)" in rows["short"]
     assert "not compressed" not in rows["adversarial"]

@@ -53,7 +53,7 @@ def _outputs(run) -> str:
     ("change", "value"),
     [
         (
-            lambda c: c.update(physical={"source": "decode", "configs": ["../../../victim"]}),
+            lambda c: c.update(physical={"sources": ["decode"], "configs": ["../../../victim"]}),
             "victim",
         ),
         (lambda c: c.update(physical={"sweeps": [{"id": "..", "collective": "all_reduce"}]}), ".."),

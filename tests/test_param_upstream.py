@@ -282,7 +282,7 @@ def test_campaign_switch_replays_canary_and_full_in_upstream_beside_ours(tmp_pat
         "compile": {"budgets": ["8us"]},
         "search": {"budgets": "0,8"},
         "physical": {
-            "source": "ops",
+            "sources": ["ops"],
             "configs": ["native"],
             "repetitions": 1,
             "warmup": 0,
@@ -292,15 +292,15 @@ def test_campaign_switch_replays_canary_and_full_in_upstream_beside_ours(tmp_pat
         },
     }
     (tmp_path / "config" / "tiny.yaml").write_text(yaml.safe_dump(config))
-    run = run_snakemake(tmp_path, "--cores", "1", "results/tiny/physical.md")
+    run = run_snakemake(tmp_path, "--cores", "1", "results/tiny/physical/ops.md")
     assert run.returncode == 0, run.stderr[-3000:]
     for program in ("canary", "full"):
         attempt = tmp_path / f"results/tiny/physical-param/ops/{program}/rep1/attempt.json"
         doc = json.loads(attempt.read_text())
         assert doc["source"] == "param" and doc["status"] == "complete"
-    report = json.loads((tmp_path / "results/tiny/physical.json").read_text())
+    report = json.loads((tmp_path / "results/tiny/physical/ops.json").read_text())
     assert set(report["replayers"]["columns"]) == {"native", "upstream-param"}
-    markdown = (tmp_path / "results/tiny/physical.md").read_text()
+    markdown = (tmp_path / "results/tiny/physical/ops.md").read_text()
     assert "## Both replayers: our replayer and upstream PARAM" in markdown
     assert "Barrier semantics differ" in markdown
     prov = tmp_path / "results/tiny/provenance/replay_param/ops/rep1.json"

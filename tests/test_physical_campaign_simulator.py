@@ -31,7 +31,7 @@ def test_campaign_reports_simulator_vs_machine_from_its_own_ladders(tmp_path):
     config = yaml.safe_load(config_file.read_text())
     ladder = {"factor": 4, "warmup": 1, "iters": 2, "cycles": 3}
     config["physical"] = {
-        "source": "decode",
+        "sources": ["decode"],
         "configs": ["native", "fused64k"],
         "repetitions": 3,
         "warmup": 0,
@@ -50,18 +50,18 @@ def test_campaign_reports_simulator_vs_machine_from_its_own_ladders(tmp_path):
     (tmp_path / "config" / "physical.yaml").write_bytes(
         (REPO / "config" / "physical.yaml").read_bytes()
     )
-    run = run_snakemake(tmp_path, "--nolock", "results/tiny/physical.json")
+    run = run_snakemake(tmp_path, "--nolock", "results/tiny/physical/decode.json")
     assert run.returncode == 0, run.stderr[-3000:]
-    backends = yaml.safe_load((tmp_path / "results/tiny/backends/calibrated.yaml").read_text())
+    backends = yaml.safe_load((tmp_path / "results/tiny/backends/decode/calibrated.yaml").read_text())
     assert sorted(backends["configs"]) == ["fused64k", "native"]
     assert backends["configs"]["fused64k"]["measured"]["replay"]["mode"] == "fused"
     # each configuration's dispatch lateness comes from its own calibration replay
     for name in ("fused64k", "native"):
         dispatch = backends["configs"][name]["measured"]["dispatch"]
-        attempt = tmp_path / f"results/tiny/dispatch/{name}/attempt/attempt.json"
+        attempt = tmp_path / f"results/tiny/dispatch/decode/{name}/attempt/attempt.json"
         rows = json.loads(attempt.read_text())["files"]["rows.parquet"]
         assert [a["rows_sha256"] for a in dispatch["attempts"]] == [rows]
-    report = json.loads((tmp_path / "results/tiny/physical.json").read_text())
+    report = json.loads((tmp_path / "results/tiny/physical/decode.json").read_text())
     assert report["configs"]["native"]["full"]["repetitions"] == 3
     assert report["configs"]["native"]["full"]["interval"]["mean"] is not None
     sim = report["simulator_agreement"]

@@ -20,30 +20,33 @@ def _campaign_with_report(tmp_path, canary_means: dict, full_means: dict):
     make_tiny_campaign(tmp_path, with_alphabeta=False)
     config_file = tmp_path / "config" / "tiny.yaml"
     config = yaml.safe_load(config_file.read_text())
-    config["physical"] = {"source": "decode", "configs": ["a", "b"], "repetitions": 5}
+    config["physical"] = {"sources": ["decode"], "configs": ["a", "b"], "repetitions": 5}
     config_file.write_text(yaml.safe_dump(config))
     attempts = []
     for cfg in ("a", "b"):
         attempts += _reps(tmp_path / "archives", "canary", cfg, canary_means[cfg])
         attempts += _reps(tmp_path / "archives", "full", cfg, full_means[cfg], pass_ns=4_000_000)
     results = tmp_path / "results" / "tiny"
-    results.mkdir(parents=True)
+    (results / "physical").mkdir(parents=True)
     report = write_physical(
-        str(results / "physical.json"), str(results / "physical.md"), attempts, "decode"
+        str(results / "physical" / "decode.json"),
+        str(results / "physical" / "decode.md"),
+        attempts,
+        "decode",
     )
     (results / "summary.md").write_text("\n".join(report["summary_lines"]))
     # only the gate may run: the report and summary written above are its inputs
     only_gate = ("--allowed-rules", "physical_gate", "--nolock")
-    return run_snakemake(tmp_path, *only_gate, "results/tiny/physical_gate.txt")
+    return run_snakemake(tmp_path, *only_gate, "results/tiny/physical_gate/decode.txt")
 
 
 def test_physical_gate_rule_fails_the_run_on_a_forced_flip(tmp_path):
     low, high = [100, 101, 99, 100, 100], [200, 201, 199, 200, 200]
     run = _campaign_with_report(tmp_path, {"a": low, "b": high}, {"a": high, "b": low})
     assert run.returncode == 1, run.stderr[-2000:]
-    log = (tmp_path / "logs" / "tiny" / "physical_gate.log").read_text()
+    log = (tmp_path / "logs" / "tiny" / "physical_gate" / "decode.log").read_text()
     assert "physical gate failed: p50: the pair (a, b) flips between canary and full" in log
-    assert not (tmp_path / "results" / "tiny" / "physical_gate.txt").exists()
+    assert not (tmp_path / "results" / "tiny" / "physical_gate" / "decode.txt").exists()
     summary = (tmp_path / "results" / "tiny" / "summary.md").read_text()
     assert "**Physical gate: FAIL**" in summary
 
@@ -52,7 +55,7 @@ def test_physical_gate_rule_passes_a_clean_run(tmp_path):
     low, high = [100, 101, 99, 100, 100], [200, 201, 199, 200, 200]
     run = _campaign_with_report(tmp_path, {"a": low, "b": high}, {"a": low, "b": high})
     assert run.returncode == 0, run.stderr[-2000:]
-    verdict = (tmp_path / "results" / "tiny" / "physical_gate.txt").read_text()
+    verdict = (tmp_path / "results" / "tiny" / "physical_gate" / "decode.txt").read_text()
     assert verdict.startswith("physical gate: pass")
-    report = json.loads((tmp_path / "results" / "tiny" / "physical.json").read_text())
+    report = json.loads((tmp_path / "results" / "tiny" / "physical" / "decode.json").read_text())
     assert report["gate"]["decided_pairs"] == 4  # one pair, decided on p50, p95, p99, mean

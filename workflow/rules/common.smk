@@ -2,6 +2,8 @@
 import glob
 from pathlib import Path
 
+from tracecanary.campaign.physical_sources import physical_sources
+
 CAMPAIGN = config["campaign"]
 SOURCES = {s["id"]: s for s in config["sources"]}
 ENV = "../../environment.yml"
@@ -136,25 +138,23 @@ def provenance_targets(wildcards):
     targets += provenance_of("stage_external", ladder=EXTERNAL)
     targets += provenance_of("alphabeta", ladder=ALPHABETA)
     targets += provenance_of("sweep", ladder=SWEEPS)
-    if PHYSICAL_SOURCE:
-        targets += provenance_of("export_param", source=PHYSICAL_SOURCE, program=["canary", "full"])
+    for sid, phys in PHYSICAL_SOURCES.items():  # workflow/rules/physical.smk, per source
+        targets += provenance_of("export_param", source=sid, program=["canary", "full"])
         targets += provenance_of(
             "replay_physical",
-            source=PHYSICAL_SOURCE,
-            config=PHYSICAL["configs"],
-            rep=range(1, PHYSICAL["repetitions"] + 1),
+            source=sid,
+            config=phys.configs,
+            rep=range(1, phys.repetitions + 1),
         )
-        targets += provenance_of("physical_report")
+        targets += provenance_of("physical_report", source=sid)
         if SWEEPS:
-            targets += provenance_of("calibrate_backends")
-            targets += provenance_of("dispatch_program", config=PHYSICAL["configs"])
-            targets += provenance_of("replay_dispatch", config=PHYSICAL["configs"])
-    if PARAM_UPSTREAM_ON:  # workflow/rules/param_upstream.smk
-        targets += provenance_of(
-            "export_param_upstream", source=PHYSICAL_SOURCE, program=["canary", "full"]
-        )
-        reps = range(1, PARAM_UPSTREAM["repetitions"] + 1)
-        targets += provenance_of("replay_param", source=PHYSICAL_SOURCE, rep=reps)
+            targets += provenance_of("calibrate_backends", source=sid)
+            targets += provenance_of("dispatch_program", source=sid, config=phys.configs)
+            targets += provenance_of("replay_dispatch", source=sid, config=phys.configs)
+        if PARAM_UPSTREAM_ON:  # workflow/rules/param_upstream.smk
+            targets += provenance_of("export_param_upstream", source=sid, program=["canary", "full"])
+            reps = range(1, PARAM_UPSTREAM["repetitions"] + 1)
+            targets += provenance_of("replay_param", source=sid, rep=reps)
     targets += provenance_of("search_summary")
     return targets
 
@@ -217,21 +217,34 @@ def summary_inputs(wildcards):
 
 
 PHYSICAL = config["physical"]  # every default is set by the config schema
-PHYSICAL_SOURCE = PHYSICAL.get("source") if PHYSICAL.get("source") in SOURCES else None
+# the physical sources, each with its configurations, repetitions and gate threshold
+# (tracecanary.campaign.physical_sources; an unknown id is refused by name)
+PHYSICAL_SOURCES = physical_sources(config, file=" + ".join(config_files()) or "config")
 SWEEPS = {w["id"]: w for w in PHYSICAL["sweeps"]}
 for _sid in SWEEPS:
     ALPHABETA[_sid] = {"id": _sid, "path": f"results/{CAMPAIGN}/sweeps/{_sid}"}
 
 
+def physical_configs_of(wildcards):
+    """The physical configurations of the wildcards' source, in round order."""
+    return list(PHYSICAL_SOURCES[wildcards.source].configs)
+
+
 def physical_summaries():
-    return [f"results/{CAMPAIGN}/physical.json"] if PHYSICAL_SOURCE else []
+    """Every physical source's report (the summary shows one section per source)."""
+    return [f"results/{CAMPAIGN}/physical/{sid}.json" for sid in PHYSICAL_SOURCES]
+
+
+def physical_gates():
+    """Every physical source's gate verdict (rule all: a failed gate fails the run)."""
+    return [f"results/{CAMPAIGN}/physical_gate/{sid}.txt" for sid in PHYSICAL_SOURCES]
 
 
 def physical_attempts(wildcards):
-    reps = range(1, PHYSICAL["repetitions"] + 1)
+    reps = range(1, PHYSICAL_SOURCES[wildcards.source].repetitions + 1)
     return [
-        f"results/{CAMPAIGN}/physical/{PHYSICAL_SOURCE}/{program}/{cfg}/rep{r}"
-        for cfg in PHYSICAL["configs"]
+        f"results/{CAMPAIGN}/physical/{wildcards.source}/{program}/{cfg}/rep{r}"
+        for cfg in physical_configs_of(wildcards)
         for r in reps
         for program in ("canary", "full")
     ]
@@ -239,27 +252,27 @@ def physical_attempts(wildcards):
 
 # workflow/rules/param_upstream.smk: the optional upstream PARAM replays
 PARAM_UPSTREAM = PHYSICAL["param_upstream"]  # every default is set by the config schema
-PARAM_UPSTREAM_ON = bool(PHYSICAL_SOURCE and PARAM_UPSTREAM["enabled"])
+PARAM_UPSTREAM_ON = bool(PHYSICAL_SOURCES and PARAM_UPSTREAM["enabled"])
 
 
 def param_upstream_attempts(wildcards):
-    """replay-param archives for the physical report ([] when the switch is off)."""
+    """replay-param archives for the source's physical report ([] when the switch is off)."""
     if not PARAM_UPSTREAM_ON:
         return []
     return [
-        f"results/{CAMPAIGN}/physical-param/{PHYSICAL_SOURCE}/{program}/rep{r}"
+        f"results/{CAMPAIGN}/physical-param/{wildcards.source}/{program}/rep{r}"
         for r in range(1, PARAM_UPSTREAM["repetitions"] + 1)
         for program in ("canary", "full")
     ]
 
 
 def physical_predecessor(wildcards):
-    """The attempt that runs just before this one: repetitions run as rounds (every
-    configuration once per round) and the configuration order rotates by one per round,
-    so drift and warm-up favour no configuration; [] for the first."""
-    configs = list(PHYSICAL["configs"])
+    """The attempt of the same source that runs just before this one: repetitions run as
+    rounds (every configuration once per round) and the configuration order rotates by one
+    per round, so drift and warm-up favour no configuration; [] for the first."""
+    configs = physical_configs_of(wildcards)
     chain = []
-    for rep in range(1, PHYSICAL["repetitions"] + 1):
+    for rep in range(1, PHYSICAL_SOURCES[wildcards.source].repetitions + 1):
         k = (rep - 1) % len(configs)
         chain += [(cfg, rep) for cfg in configs[k:] + configs[:k]]
     i = chain.index((wildcards.config, int(wildcards.rep)))

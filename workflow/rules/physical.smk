@@ -55,18 +55,18 @@ rule dispatch_program:
     # every consecutive step pair of the canary and the full program, repeated
     # (sim/dispatch.py, docs/simulator.md)
     input:
-        canary=f"results/{{campaign}}/param/{PHYSICAL_SOURCE}/canary",
-        full=f"results/{{campaign}}/param/{PHYSICAL_SOURCE}/full",
+        canary="results/{campaign}/param/{source}/canary",
+        full="results/{campaign}/param/{source}/full",
         physical_configs=PHYSICAL["physical_configs"],
     output:
-        program=directory("results/{campaign}/dispatch/{config}/program"),
-        prov="results/{campaign}/provenance/dispatch_program/{config}.json",
+        program=directory("results/{campaign}/dispatch/{source}/{config}/program"),
+        prov="results/{campaign}/provenance/dispatch_program/{source}/{config}.json",
     params:
         backend=PHYSICAL["backend"],
     log:
-        "logs/{campaign}/dispatch_program/{config}.log",
+        "logs/{campaign}/dispatch_program/{source}/{config}.log",
     benchmark:
-        "benchmarks/{campaign}/dispatch_program/{config}.tsv"
+        "benchmarks/{campaign}/dispatch_program/{source}/{config}.tsv"
     conda:
         ENV
     script:
@@ -77,11 +77,11 @@ rule replay_dispatch:
     # the calibration program replayed once under its configuration, a separate run: the
     # simulator twin is never calibrated on the replays it is judged on
     input:
-        program="results/{campaign}/dispatch/{config}/program",
+        program="results/{campaign}/dispatch/{source}/{config}/program",
         physical_configs=PHYSICAL["physical_configs"],
     output:
-        attempt=directory("results/{campaign}/dispatch/{config}/attempt"),
-        prov="results/{campaign}/provenance/replay_dispatch/{config}.json",
+        attempt=directory("results/{campaign}/dispatch/{source}/{config}/attempt"),
+        prov="results/{campaign}/provenance/replay_dispatch/{source}/{config}.json",
     params:
         backend=PHYSICAL["backend"],
         warmup=PHYSICAL["warmup"],
@@ -94,9 +94,9 @@ rule replay_dispatch:
         mpi="srun",
         runtime=30,
     log:
-        "logs/{campaign}/replay_dispatch/{config}.log",
+        "logs/{campaign}/replay_dispatch/{source}/{config}.log",
     benchmark:
-        "benchmarks/{campaign}/replay_dispatch/{config}.tsv"
+        "benchmarks/{campaign}/replay_dispatch/{source}/{config}.tsv"
     conda:
         ENV
     script:
@@ -104,28 +104,29 @@ rule replay_dispatch:
 
 
 rule calibrate_backends:
-    # simulator configurations of the physical ones, priced from the campaign's own ladders
-    # (docs/simulator.md) plus each configuration's dispatch lateness measured in its own
-    # calibration replay; a configuration without evidence for an op the replayed programs
-    # use is refused by name
+    # per physical source: simulator configurations of its physical ones, priced from the
+    # campaign's own ladders (docs/simulator.md) plus each configuration's dispatch lateness
+    # measured in its own calibration replay of this source's programs; a configuration
+    # without evidence for an op the source's replayed programs use is refused by name
     input:
         ladders=lambda wc: [f"results/{wc.campaign}/sweeps/{s}" for s in SWEEPS],
         dispatch=lambda wc: [
-            f"results/{wc.campaign}/dispatch/{c}/attempt" for c in PHYSICAL["configs"]
+            f"results/{wc.campaign}/dispatch/{wc.source}/{c}/attempt"
+            for c in physical_configs_of(wc)
         ],
         physical_configs=PHYSICAL["physical_configs"],
-        canary=f"results/{{campaign}}/param/{PHYSICAL_SOURCE}/canary",
-        full=f"results/{{campaign}}/param/{PHYSICAL_SOURCE}/full",
+        canary="results/{campaign}/param/{source}/canary",
+        full="results/{campaign}/param/{source}/full",
     output:
-        backends="results/{campaign}/backends/calibrated.yaml",
-        prov="results/{campaign}/provenance/calibrate_backends.json",
+        backends="results/{campaign}/backends/{source}/calibrated.yaml",
+        prov="results/{campaign}/provenance/calibrate_backends/{source}.json",
     params:
-        configs=PHYSICAL["configs"],
+        configs=physical_configs_of,
         backend=PHYSICAL["backend"],
     log:
-        "logs/{campaign}/calibrate_backends.log",
+        "logs/{campaign}/calibrate_backends/{source}.log",
     benchmark:
-        "benchmarks/{campaign}/calibrate_backends.tsv"
+        "benchmarks/{campaign}/calibrate_backends/{source}.tsv"
     conda:
         ENV
     script:
@@ -133,29 +134,32 @@ rule calibrate_backends:
 
 
 rule physical_report:
+    # one report per physical source, its gate at that source's max_runtime_ratio
     input:
         attempts=physical_attempts,
         param_attempts=param_upstream_attempts,
-        backends=lambda wc: [f"results/{wc.campaign}/backends/calibrated.yaml"] if SWEEPS else [],
-        canary=f"results/{{campaign}}/param/{PHYSICAL_SOURCE}/canary",
-        full=f"results/{{campaign}}/param/{PHYSICAL_SOURCE}/full",
+        backends=lambda wc: (
+            [f"results/{wc.campaign}/backends/{wc.source}/calibrated.yaml"] if SWEEPS else []
+        ),
+        canary="results/{campaign}/param/{source}/canary",
+        full="results/{campaign}/param/{source}/full",
     output:
-        report="results/{campaign}/physical.json",
-        markdown="results/{campaign}/physical.md",
+        report="results/{campaign}/physical/{source}.json",
+        markdown="results/{campaign}/physical/{source}.md",
         html=report(
-            "results/{campaign}/physical.html",
+            "results/{campaign}/physical/{source}.html",
             caption="../report/physical.rst",
             category="Physical",
-            labels={"page": "canary vs full program"},
+            labels=lambda wc: {"page": "canary vs full program", "source": wc.source},
         ),
-        prov="results/{campaign}/provenance/physical_report.json",
+        prov="results/{campaign}/provenance/physical_report/{source}.json",
     params:
-        source=PHYSICAL_SOURCE,
-        max_runtime_ratio=PHYSICAL["max_runtime_ratio"],
+        source=lambda wc: wc.source,
+        max_runtime_ratio=lambda wc: PHYSICAL_SOURCES[wc.source].max_runtime_ratio,
     log:
-        "logs/{campaign}/physical_report.log",
+        "logs/{campaign}/physical_report/{source}.log",
     benchmark:
-        "benchmarks/{campaign}/physical_report.tsv"
+        "benchmarks/{campaign}/physical_report/{source}.tsv"
     conda:
         ENV
     script:
@@ -163,15 +167,16 @@ rule physical_report:
 
 
 rule physical_gate:
-    # exit 1 when a decided pair flips between canary and full program or the canary/full
-    # runtime ratio exceeds its threshold; runs after the summary, which shows the verdict
+    # per physical source: exit 1 when a decided pair flips between canary and full program
+    # or the canary/full runtime ratio exceeds the source's threshold; runs after the
+    # summary, which shows every source's verdict
     input:
-        report="results/{campaign}/physical.json",
+        report="results/{campaign}/physical/{source}.json",
         summary="results/{campaign}/summary.md",
     output:
-        verdict="results/{campaign}/physical_gate.txt",
+        verdict="results/{campaign}/physical_gate/{source}.txt",
     log:
-        "logs/{campaign}/physical_gate.log",
+        "logs/{campaign}/physical_gate/{source}.log",
     conda:
         ENV
     script:

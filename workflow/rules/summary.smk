@@ -10,8 +10,6 @@ rule summary:
             labels={"page": "campaign summary"},
         ),
         prov="results/{campaign}/provenance/summary.json",
-    params:
-        physical_source=PHYSICAL_SOURCE,
     log:
         "logs/{campaign}/summary.log",
     benchmark:

@@ -218,6 +218,7 @@ def check_run_inputs(
     is valid with identifiers for path components and a store inside the campaign, and
     no config file asks for evaluation (yte)."""
     from tracecanary.campaign.config_check import check_store_inside, refuse_evaluating_config
+    from tracecanary.campaign.physical_sources import refuse_renamed_physical_keys
     from tracecanary.formats.schemas import validate
 
     if expect_root is not None and manifest["root_sha256"] != expect_root:
@@ -243,6 +244,7 @@ def check_run_inputs(
                 field=item["path"],
             )
     content = manifest["config"]["content"]
+    refuse_renamed_physical_keys(content, file=f"{file} (config.content)")
     validate(content, "config", file=f"{file} (config.content)")
     check_store_inside(content, file=f"{file} (config.content)")
     for item in manifest["config"]["files"]:

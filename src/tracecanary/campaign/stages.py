@@ -433,7 +433,6 @@ def summary(job) -> None:
         alphabeta_fits=list(job.input.alphabeta_fits),
         verifications=list(job.input.verifications),
         verdicts=list(job.input.verdicts),
-        physical_source=job.params.physical_source,
         timelines=list(job.input.timelines),
         sampling_baselines=list(job.input.sampling_baselines),
         controls=list(job.input.controls),

@@ -8,7 +8,7 @@ every page. From ``summary.md`` alone a reader can tell, per source, how big the
 what fraction of the source it executes, whether the canary is smaller than its source at
 all (``compressed``), whether it is verified, whether it fares at least as well as random,
 frequency, cluster and stratified samples of the source at its own executed size, and whether
-the physical replay agreed.
+each physical source's replay agreed (one section per physical source).
 """
 
 from __future__ import annotations
@@ -343,9 +343,9 @@ def _runtime_ratios(doc: dict) -> str:
     return ", ".join(f"{name} {ratio(r)}" for name, r in ratios.items()) or "-"
 
 
-def sources_table(
-    canaries, sides: dict, verifications: dict, physical: dict | None, physical_source
-) -> list[str]:
+def sources_table(canaries, sides: dict, verifications: dict, physical: dict) -> list[str]:
+    """The sources table; ``physical`` maps each physical source to its physical report
+    (a source without one shows ``not run``)."""
     lines = [
         "| source | rank events | occurrences | canary size | byte compression (source / "
         "canary) | executes (fraction) | claim | physical replay |",
@@ -357,10 +357,7 @@ def sources_table(
         st = c["stats"]
         verification = verifications.get(source)
         statuses = f" ({_statuses(verification)})" if verification else ""
-        if physical is not None and source == physical_source:
-            phys = physical_verdict(physical)
-        else:
-            phys = "not run"
+        phys = physical_verdict(physical[source]) if source in physical else "not run"
         events = sides.get(source, {}).get("events")
         lines.append(
             f"| {source} | {count(events) if events is not None else '?'} | "
@@ -504,19 +501,71 @@ def controls_section(controls) -> list[str]:
     return lines
 
 
-def physical_section(physical: dict | None, physical_source) -> list[str]:
-    if physical is None:
-        return []
+def _pair_counts(doc: dict) -> str:
+    """Decided and undetermined canary-vs-full pairs, summed over the ranking metrics."""
+    agreement = (doc.get("ranking_agreement") or {}).values()
+    decided = sum(a.get("decided_pairs", 0) for a in agreement)
+    undetermined = sum(a.get("undetermined_pairs", 0) for a in agreement)
+    return f"{decided} decided, {undetermined} undetermined (pair-metrics)"
+
+
+def _simulator_lines(sim: dict | None) -> list[str]:
+    """The separate claim in two lines: the simulator's ranking against the machine's over
+    the pairs the machine decided, and the per-configuration mean-latency prediction error."""
+    if not sim or sim.get("status") != "computed":
+        reason = (sim or {}).get("reason", "no simulator comparison in the report")
+        return [f"- simulator vs machine: not computed ({reason})"]
+    share = (
+        "no pair decided by the machine"
+        if sim["agreement"] is None
+        else f"{sim['agreeing_pairs']} of {sim['decided_pairs']} decided pairs rank alike "
+        f"({sim['agreement']:.0%})"
+    )
+    errors = "; ".join(
+        f"{program}: "
+        + ", ".join(f"{c} {e:+.1f}%" for c, e in sorted(pp["prediction_error_pct"].items()))
+        for program, pp in sim["programs"].items()
+    )
     return [
-        "## Physical replay (real collectives)",
-        "",
-        f"Source `{physical_source}`: canary vs full program ranking {physical_verdict(physical)}; "
-        f"canary/full runtime per configuration (one pass, median): {_runtime_ratios(physical)}. "
-        "Details in physical.md.",
-        "",
-        *[f"- gate: {reason}" for reason in (physical.get("gate") or {}).get("reasons", [])],
-        "",
+        f"- simulator (calibrated backends) vs machine ranking: {share}",
+        f"- simulator mean-latency prediction error per configuration: {errors}",
     ]
+
+
+def _gate_line(doc: dict) -> list[str]:
+    gate = doc.get("gate")
+    if not gate:
+        return ["- physical gate: not in the report"]
+    threshold = gate.get("max_runtime_ratio")
+    at = f" (canary/full runtime ratio at most {threshold:g})" if threshold is not None else ""
+    return [
+        f"- physical gate: **{gate['status']}**{at}",
+        *[f"  - fails: {reason}" for reason in gate.get("reasons", [])],
+        *[f"  - warning: {warning}" for warning in gate.get("warnings", [])],
+    ]
+
+
+def physical_section(physical: dict) -> list[str]:
+    """One subsection per physical source (``physical``: source -> physical report, in
+    campaign order): the canary-vs-full verdict, decided and undetermined pairs, runtime
+    ratios, the simulator's agreement with the machine and its prediction error, the gate."""
+    if not physical:
+        return []
+    lines = ["## Physical replay (real collectives)", ""]
+    for source, doc in physical.items():
+        lines += [
+            f"### `{source}`",
+            "",
+            f"- canary vs full program ranking: {physical_verdict(doc)}",
+            f"- pairs: {_pair_counts(doc)}; a pair is decided only when its bootstrap "
+            "intervals separate",
+            f"- canary/full runtime per configuration (one pass, median): {_runtime_ratios(doc)}",
+            *_simulator_lines(doc.get("simulator_agreement")),
+            *_gate_line(doc),
+            f"- details: physical/{source}.md",
+            "",
+        ]
+    return lines
 
 
 def alphabeta_section(alphabeta_fits) -> list[str]:
@@ -571,7 +620,6 @@ def write_campaign_summary(
     alphabeta_fits,
     verifications=(),
     verdicts=(),
-    physical_source=None,
     timelines=(),
     sampling_baselines=(),
     controls=(),
@@ -580,10 +628,12 @@ def write_campaign_summary(
     """One page: what the campaign showed, each line traceable to an artifact (see module
     doc); with ``html``, the same page as HTML. Returns summary.md's SHA-256.
     ``baselines`` are the ddmin verifications, ``sampling_baselines`` the sampling baselines
-    documents (``baselines/<source>.json``)."""
+    documents (``baselines/<source>.json``). ``physical`` are the physical reports, one
+    per physical source, each named ``<source>.json``; the summary shows a section per
+    source."""
     del search_logs  # every candidate's statuses are on search.md
     manifest = _load(manifest_path)
-    physical_doc = _load(physical[0]) if physical else None
+    physical_docs = {Path(p).stem: _load(p) for p in physical}
     lines = [
         f"# Campaign `{campaign}`",
         "",
@@ -605,8 +655,7 @@ def write_campaign_summary(
         canaries,
         _by_source(sidecars, ".meta.json"),
         _by_source(verifications),
-        physical_doc,
-        physical_source,
+        physical_docs,
     )
     lines += ["", "Verification statuses of every search candidate are in `search.md`.", ""]
     lines += verdicts_section(verdicts)
@@ -615,7 +664,7 @@ def write_campaign_summary(
     lines += baselines_section(baselines)
     lines += sampling_baselines_section(sampling_baselines)
     lines += controls_section(controls)
-    lines += physical_section(physical_doc, physical_source)
+    lines += physical_section(physical_docs)
     lines += alphabeta_section(alphabeta_fits)
     lines += [
         "All simulator numbers are claims about a model of contention and overlap, not about "
