@@ -32,7 +32,8 @@ otherwise the same shape runs at ~30M events instead and the 100M figure is
 extrapolated from the 10M -> 30M slope (the row says so and why). A child whose RSS
 passes ``CAP_GIB`` is stopped by its own watchdog (the row says so) rather than let it
 take the machine. Quick mode runs a 1-step 1024-rank trace (~163k events) and skips
-the larger cases with a row saying so.
+the larger cases with a row saying so. ``python -m bench.bench_scale --full --cases
+100m-16k`` runs only the cases named (with the comparators they need, see ``NEEDS``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ TARGET_GIB_PER_M = 0.09  # 5x below the 0.45 GiB per million events measured bef
 MIN_AVAILABLE_GIB = 18.0
 JSONL_BYTES_PER_EVENT = 195  # what the training generator writes, for the disk check
 STAGES = ("ingest", "load", "compile", "verify")
+# the cases (full mode), in run order, and the comparators each needs: the 10M row's time
+# ratio is against the ~1M case; a ~100M case's projection and slope use both
+CASES = ("1m", "10m", "100m-1024", "100m-16k")
+NEEDS = {"1m": (), "10m": ("1m",), "100m-1024": ("1m", "10m"), "100m-16k": ("1m", "10m")}
 # the ~100M inputs are ~19 GB of JSON Lines, over the default max_file_bytes (4 GiB)
 LARGE_INPUT_LIMITS = "max_file_bytes=64e9,max_decompressed_bytes=64e9"
 
@@ -208,7 +213,21 @@ def _large_case(
                met, round(peak, 1), notes)  # fmt: skip
 
 
-def run(quick: bool) -> list[dict]:
+def selected_cases(cases: list[str] | None) -> tuple[str, ...]:
+    """The cases to run, in run order: ``cases`` (every case when None) with the
+    comparators each needs added (see ``NEEDS``); refuses an unknown name."""
+    chosen = set(CASES if cases is None else cases)
+    unknown = chosen - set(CASES)
+    if unknown:
+        raise ValueError(f"unknown case(s) {sorted(unknown)}; known: {', '.join(CASES)}")
+    for name in list(chosen):
+        chosen |= set(NEEDS[name])
+    return tuple(c for c in CASES if c in chosen)
+
+
+def run(quick: bool, cases: list[str] | None = None) -> list[dict]:
+    """The rows of the selected ``cases`` (every case when None; see ``selected_cases``)."""
+    chosen = selected_cases(cases)
     small_steps = STEPS_QUICK if quick else STEPS_1M
     small, small_rss = _case(SHAPE, small_steps)
     small_s = _total(small)
@@ -239,6 +258,8 @@ def run(quick: bool) -> list[dict]:
                     "skipped in quick mode (run `python -m bench --only bench_scale`)")
             )  # fmt: skip
         return rows
+    if "10m" not in chosen:
+        return rows
     big, big_rss = _case(SHAPE, STEPS_10M)
     big_s = _total(big)
     ratio = big_s / small_s
@@ -260,26 +281,42 @@ def run(quick: bool) -> list[dict]:
             f"{_gib_per_m(big_rss, big['events']):.3f} GiB per million events; " + _stages(big),
         )
     )
-    rows.append(
-        _large_case(
-            "pipeline ~100M rank events, 1024 ranks (training)",
-            SHAPE,
-            STEPS_100M,
-            (big, big_rss),
-            (small, small_rss),
-        )
-    )
-    rows.append(
-        _large_case(
-            "pipeline ~100M rank events, 16,384 ranks (training)",
-            WIDE_SHAPE,
-            WIDE_STEPS_100M,
-            (big, big_rss),
-            (small, small_rss),
-        )
-    )
+    for name, label, shape, steps in (
+        ("100m-1024", "pipeline ~100M rank events, 1024 ranks (training)", SHAPE, STEPS_100M),
+        ("100m-16k", "pipeline ~100M rank events, 16,384 ranks (training)", WIDE_SHAPE,
+         WIDE_STEPS_100M),
+    ):  # fmt: skip
+        if name in chosen:
+            rows.append(_large_case(label, shape, steps, (big, big_rss), (small, small_rss)))
     return rows
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.bench_scale [--full] [--cases NAME,...]``: print the rows as JSON."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.bench_scale",
+        description="The scale benchmark alone, optionally only some of its cases.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--full", action="store_true", help="full mode (quick mode runs only the ~163k case)"
+    )
+    parser.add_argument(
+        "--cases",
+        default=",".join(CASES),
+        help="comma-separated cases to run (full mode), each with the comparators it needs "
+        "(10m: 1m; 100m-*: 1m and 10m); known: " + ", ".join(CASES),
+    )
+    args = parser.parse_args(argv)
+    try:
+        cases = selected_cases([c.strip() for c in args.cases.split(",") if c.strip()])
+    except ValueError as err:
+        parser.error(str(err))
+    print(json.dumps(run(quick=not args.full, cases=list(cases)), indent=1))
+    return 0
+
+
 if __name__ == "__main__":
-    print(json.dumps(run(quick=True), indent=1))
+    raise SystemExit(main())

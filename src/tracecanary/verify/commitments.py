@@ -14,6 +14,11 @@ gives}``; an empty list means every receipt holds. Checked:
 - ``execution``: the stated reduced execution is exactly what the recorded
   ``execution.policy`` selects on this canary (no policy: nothing reduced), so what a
   replay runs and with which weights is recomputable, not merely asserted.
+
+Memory: the content checks (exact columns, members, timing) compare the canary's
+logical expansion with the source in chunks of at most ``CHUNK_MEMBERS`` occurrences or
+member events, so beyond the two programs the check holds arrays of a chunk's length,
+not of the trace's; the mismatches are the same for any chunk size.
 """
 
 from __future__ import annotations
@@ -23,11 +28,30 @@ import pandas as pd
 
 from tracecanary.compile import timing
 from tracecanary.compile.budget import FIELDS, parse_overrides
-from tracecanary.compile.canary import prefix_program
 from tracecanary.compile.execution import check_execution
 from tracecanary.compile.expand import expand_canary
 from tracecanary.compile.source import SourceSerialization, serialize_source
+from tracecanary.errors import InputError
 from tracecanary.program import Program
+
+CHUNK_MEMBERS = 1 << 20
+"""Most occurrences, or member events, the content check compares at once: its own
+arrays are a few of this length (8 MiB each at 8 bytes), not of the trace's."""
+
+# the occurrence columns a canary states exactly, compared in this order
+_EXACT_COLUMNS = (
+    "op",
+    "bytes",
+    "dtype",
+    "group",
+    "root",
+    "phase",
+    "stream",
+    "group_size",
+    "tail",
+    "has_overlap",
+    "has_latency",
+)
 
 _COLS = {
     "gap": ("gap_ns", None),
@@ -88,8 +112,7 @@ def verify_commitments(
             if got != itv["commitment"]:
                 out.append(_mismatch(where, itv["commitment"], got))
     del ser, serialization  # no more commitments to read: free the lines if ours
-    covered = prefix_program(source, stop)
-    out.extend(_check_content(covered, canary, expanded))
+    out.extend(_check_content(source, stop, canary, expanded))
     out.extend(
         _mismatch("execution", "the reduction execution.policy selects", found)
         for found in check_execution(canary)
@@ -106,34 +129,58 @@ def _differs(a: pd.Series, b: pd.Series) -> np.ndarray:
     return np.asarray(a.to_numpy() != b.to_numpy(), dtype=bool)
 
 
-def _check_content(source: Program, canary: dict, expanded: Program | None = None) -> list[dict]:
+def _spans(total: int) -> range:
+    """Starts of consecutive ranges of at most ``CHUNK_MEMBERS`` items in [0, total)."""
+    return range(0, total, max(1, CHUNK_MEMBERS))
+
+
+def _first_difference(a: pd.Series, b: pd.Series, stop: int) -> int | None:
+    """The first row < ``stop`` where ``_differs(a, b)``, compared chunk by chunk."""
+    for lo in _spans(stop):
+        hi = min(stop, lo + CHUNK_MEMBERS)
+        diff = np.flatnonzero(_differs(a.iloc[lo:hi], b.iloc[lo:hi]))
+        if len(diff):
+            return lo + int(diff[0])
+    return None
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+    """``np.array_equal(a, b)``, compared chunk by chunk."""
+    if len(a) != len(b):
+        return False
+    return all(
+        np.array_equal(a[lo : lo + CHUNK_MEMBERS], b[lo : lo + CHUNK_MEMBERS])
+        for lo in _spans(len(a))
+    )
+
+
+def _check_content(
+    source: Program, stop: int, canary: dict, expanded: Program | None = None
+) -> list[dict]:
+    """Mismatches between the canary's logical expansion and the first ``stop``
+    occurrences of ``source``: structure, the exactly stated columns, members, skew
+    status, then every timing stream (exact: the first differing value; bounded: each
+    interval's stated ``max_error_ns`` and its budget). The expansion and the source are
+    compared in chunks of at most ``CHUNK_MEMBERS`` occurrences or member events, so the
+    check's own arrays stay that size whatever the trace's; the result is the same for
+    any chunk size."""
     out: list[dict] = []
     if expanded is None:
         expanded = expand_canary(canary, executed=False)
-    if expanded.n != source.n:
-        return [_mismatch("structure", f"{expanded.n} occurrences", f"{source.n} occurrences")]
+    if expanded.n != stop:
+        return [_mismatch("structure", f"{expanded.n} occurrences", f"{stop} occurrences")]
     so, eo = source.occurrences, expanded.occurrences
-    for col in (
-        "op",
-        "bytes",
-        "dtype",
-        "group",
-        "root",
-        "phase",
-        "stream",
-        "group_size",
-        "tail",
-        "has_overlap",
-        "has_latency",
-    ):
-        diff = np.flatnonzero(_differs(eo[col], so[col]))
-        if len(diff):
-            i = int(diff[0])
+    for col in _EXACT_COLUMNS:
+        i = _first_difference(eo[col], so[col], stop)
+        if i is not None:
             out.append(
                 _mismatch(f"occurrence {i} field {col}", _py(eo[col].iloc[i]), _py(so[col].iloc[i]))
             )
-    if len(expanded.members) != len(source.members) or not np.array_equal(
-        expanded.members["rank"].to_numpy(), source.members["rank"].to_numpy()
+    # members are sorted by occurrence: those of the first stop occurrences lead
+    source_occ = source.members["occ"].to_numpy()
+    n_members = len(source_occ) if stop >= source.n else int(np.searchsorted(source_occ, stop))
+    if len(expanded.members) != n_members or not _same_values(
+        expanded.members["rank"].to_numpy(), source.members["rank"].to_numpy()[:n_members]
     ):
         out.append(
             _mismatch("members", "the canary's group members", "different members in the source")
@@ -146,76 +193,224 @@ def _check_content(source: Program, canary: dict, expanded: Program | None = Non
         return out
     if out:
         return out
-    sig_ids, _ = source.signature_ids()
+    offsets = np.concatenate(([0], np.cumsum(so["group_size"].to_numpy(dtype=np.int64)[:stop])))
+    timing_check = _TimingCheck(source, expanded, stop, n_members, offsets)
     overrides = parse_overrides(canary["budget"].get("overrides", {}))
-    offsets = np.concatenate(([0], np.cumsum(so["group_size"].to_numpy(dtype=np.int64))))
     for name in FIELDS:
         stream = canary["timing"].get(name)
         if stream is None:
             continue
-        if name == "skew":
-            src = source.members["skew_ns"].to_numpy(dtype=np.int64)
-            got = expanded.members["skew_ns"].to_numpy(dtype=np.int64)
-            mask = None
-        else:
-            col, mcol = _COLS[name]
-            src = so[col].to_numpy(dtype=np.int64)
-            got = eo[col].to_numpy(dtype=np.int64)
-            mask = None if mcol is None else so[mcol].to_numpy(dtype=bool)
-        err = np.abs(src - got)
-        if mask is not None:
-            err = np.where(mask, err, 0)
         if stream["encoding"] == "exact":
-            bad = np.flatnonzero(err)
-            if len(bad):
-                i = int(bad[0])
-                occ_i = int(np.searchsorted(offsets, i, side="right") - 1) if name == "skew" else i
-                out.append(_mismatch(f"timing.{name} occurrence {occ_i}", int(got[i]), int(src[i])))
+            out.extend(timing_check.first_difference(name))
             continue
         budget = np.full(
             len(canary["signatures"]), int(canary["budget"][f"{name}_ns"]), dtype=np.int64
         )
+        overridden = False
         for sig, fields in overrides.items():
             if name in fields and 0 <= sig < len(budget):
                 budget[sig] = fields[name]
-        out.extend(_check_intervals(name, stream["intervals"], err, offsets, budget[sig_ids], mask))
+                overridden = True
+        if overridden:
+            budget_occ = budget[timing_check.signature_ids()]
+        else:  # one budget for every occurrence: a view, not an array per occurrence
+            budget_occ = np.broadcast_to(np.int64(canary["budget"][f"{name}_ns"]), (stop,))
+        out.extend(timing_check.intervals(name, stream["intervals"], budget_occ))
     return out
 
 
-def _check_intervals(name, intervals, err, offsets, budget_occ, mask) -> list[dict]:
-    out = []
-    skew = name == "skew"
-    for k, itv in enumerate(intervals):
-        s, e, p = int(itv["start"]), int(itv["stop"]), int(itv["period"])
-        where = f"timing.{name}.intervals[{k}] [{s}, {e})"
-        if skew:
-            per_member = err[offsets[s] : offsets[e]]
-            occ_of = np.repeat(np.arange(s, e), np.diff(offsets[s : e + 1]))
-            per_occ = np.zeros(e - s, dtype=np.int64)
-            np.maximum.at(per_occ, occ_of - s, per_member)
-            has = np.ones((e - s) // p * p, dtype=bool).reshape(-1, p)
+class _TimingCheck:
+    """A timing field's error (|source - expansion|, 0 where not measured) per
+    occurrence, computed for one chunk of occurrences at a time (skew: the largest
+    over the occurrence's members)."""
+
+    def __init__(
+        self, source: Program, expanded: Program, stop: int, n_members: int, offsets: np.ndarray
+    ) -> None:
+        self.source, self.expanded = source, expanded
+        self.stop, self.n_members, self.offsets = stop, n_members, offsets
+        self._sig_ids: np.ndarray | None = None
+
+    def signature_ids(self) -> np.ndarray:
+        """The source's signature id per covered occurrence (first-seen order over the
+        source, which numbers the covered prefix as the prefix alone would)."""
+        if self._sig_ids is None:
+            self._sig_ids = self.source.signature_ids()[0][: self.stop]
+        return self._sig_ids
+
+    def _columns(self, name: str):
+        """(source values, expansion values, measured mask or None): whole columns,
+        as views where the tables hold int64 / bool."""
+        if name == "skew":
+            return (
+                self.source.members["skew_ns"].to_numpy(dtype=np.int64),
+                self.expanded.members["skew_ns"].to_numpy(dtype=np.int64),
+                None,
+            )
+        col, mcol = _COLS[name]
+        so, eo = self.source.occurrences, self.expanded.occurrences
+        mask = None if mcol is None else so[mcol].to_numpy(dtype=bool)
+        return so[col].to_numpy(dtype=np.int64), eo[col].to_numpy(dtype=np.int64), mask
+
+    def first_difference(self, name: str) -> list[dict]:
+        """The first value an exact stream states wrongly (none: empty)."""
+        src, got, mask = self._columns(name)
+        total = self.n_members if name == "skew" else self.stop
+        for lo in _spans(total):
+            hi = min(total, lo + CHUNK_MEMBERS)
+            err = src[lo:hi] != got[lo:hi]
+            if mask is not None:
+                err &= mask[lo:hi]
+            bad = np.flatnonzero(err)
+            if len(bad):
+                i = lo + int(bad[0])
+                occ_i = (
+                    int(np.searchsorted(self.offsets, i, side="right") - 1) if name == "skew" else i
+                )
+                return [_mismatch(f"timing.{name} occurrence {occ_i}", int(got[i]), int(src[i]))]
+        return []
+
+    def _chunk_end(self, name: str, lo: int) -> int:
+        """End of the chunk of occurrences that starts at ``lo``: at most
+        ``CHUNK_MEMBERS`` occurrences, and for skew at most that many members (but at
+        least one occurrence)."""
+        hi = min(self.stop, lo + max(1, CHUNK_MEMBERS))
+        if name == "skew":
+            limit = self.offsets[lo] + max(1, CHUNK_MEMBERS)
+            hi = min(hi, int(np.searchsorted(self.offsets, limit, side="right")) - 1)
+        return max(hi, lo + 1)
+
+    def _errors(self, name: str, columns, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """(error per occurrence, measured per occurrence) over occurrences [lo, hi)."""
+        src, got, mask = columns
+        if name == "skew":
+            m0, m1 = int(self.offsets[lo]), int(self.offsets[hi])
+            per_member = np.abs(src[m0:m1] - got[m0:m1])
+            sizes = np.diff(self.offsets[lo : hi + 1])
+            per_occ = np.zeros(hi - lo, dtype=np.int64)
+            some = sizes > 0
+            if per_member.size:
+                starts = self.offsets[lo:hi][some] - m0
+                per_occ[some] = np.maximum.reduceat(per_member, starts)
+            return per_occ, np.ones(hi - lo, dtype=bool)
+        err = np.abs(src[lo:hi] - got[lo:hi])
+        if mask is None:
+            return err, np.ones(hi - lo, dtype=bool)
+        has = mask[lo:hi]
+        return np.where(has, err, 0), has
+
+    def intervals(self, name: str, intervals: list[dict], budget_occ: np.ndarray) -> list[dict]:
+        """Each bounded interval's stated ``max_error_ns`` (per period position, null
+        where no occurrence there is measured) against the error its representative
+        really has, and the first occurrence whose error exceeds its budget; in interval
+        order, the error bound before the budget. The intervals partition the covered
+        occurrences in order (``decode_canary`` refuses a canary whose intervals do not)."""
+        starts, periods = _partition(name, intervals, self.stop)
+        count = len(intervals)
+        base = np.zeros(count + 1, dtype=np.int64)  # interval k's positions: base[k]..
+        np.cumsum(periods, out=base[1:])
+        actual = np.full(int(base[-1]), -1, dtype=np.int64)
+        over_at = np.full(count, -1, dtype=np.int64)
+        over_value = np.zeros(count, dtype=np.int64)
+        columns = self._columns(name)
+        lo = 0
+        while lo < self.stop:
+            hi = self._chunk_end(name, lo)
+            per_occ, has = self._errors(name, columns, lo, hi)
+            occ = np.arange(lo, hi, dtype=np.int64)
+            k = np.searchsorted(starts, occ, side="right") - 1
+            key = base[k] + (occ - starts[k]) % periods[k]
+            del occ
+            np.maximum.at(actual, key, np.where(has, per_occ, -1))
+            del key
+            above = np.flatnonzero(per_occ > budget_occ[lo:hi])
+            if above.size:
+                ks, first = np.unique(k[above], return_index=True)
+                fresh = over_at[ks] < 0
+                over_at[ks[fresh]] = lo + above[first[fresh]]
+                over_value[ks[fresh]] = per_occ[above[first[fresh]]]
+            lo = hi
+        differs = _stated_differs(intervals, actual, base, periods)
+        out = []
+        for k in np.flatnonzero(differs | (over_at >= 0)).tolist():
+            itv = intervals[k]
+            where = f"timing.{name}.intervals[{k}] [{int(itv['start'])}, {int(itv['stop'])})"
+            if differs[k]:
+                found = actual[base[k] : base[k + 1]].tolist()
+                out.append(
+                    _mismatch(
+                        f"{where} max_error_ns",
+                        itv["max_error_ns"],
+                        [None if v < 0 else v for v in found],
+                    )
+                )
+            if over_at[k] >= 0:
+                i = int(over_at[k])
+                out.append(
+                    _mismatch(
+                        f"{where} budget at occurrence {i}",
+                        int(budget_occ[i]),
+                        int(over_value[k]),
+                    )
+                )
+        return out
+
+
+def _partition(name: str, intervals: list[dict], stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start, period) of each interval, refusing intervals that do not partition [0,
+    ``stop``) in order into whole periods (as ``decode_canary`` does)."""
+    count = len(intervals)
+    starts = np.fromiter((int(i["start"]) for i in intervals), dtype=np.int64, count=count)
+    stops = np.fromiter((int(i["stop"]) for i in intervals), dtype=np.int64, count=count)
+    periods = np.fromiter((int(i["period"]) for i in intervals), dtype=np.int64, count=count)
+    follows = np.concatenate(([0], stops[:-1]))
+    bad = (starts != follows) | (stops <= starts) | (periods < 1)
+    bad[~bad] = (stops[~bad] - starts[~bad]) % periods[~bad] != 0
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"interval [{starts[k]}, {stops[k]}) period {periods[k]} does not continue the "
+            f"partition at {follows[k]}",
+            record=k,
+            field=f"timing.{name}.intervals",
+        )
+    covered = int(stops[-1]) if count else 0
+    if covered != stop:
+        raise InputError(
+            f"intervals cover {covered} occurrences, not {stop}", field=f"timing.{name}.intervals"
+        )
+    return starts, periods
+
+
+def _stated_differs(
+    intervals: list[dict], actual: np.ndarray, base: np.ndarray, periods: np.ndarray
+) -> np.ndarray:
+    """Per interval, whether its stated ``max_error_ns`` (null read as -1) differs from
+    ``actual[base[k]:base[k + 1]]``: compared as one flat array when every list has one
+    entry per position and fits int64, else interval by interval."""
+    stated = [itv["max_error_ns"] for itv in intervals]
+    if not stated:
+        return np.zeros(0, dtype=bool)
+    lengths = np.fromiter(map(len, stated), dtype=np.int64, count=len(stated))
+    if np.array_equal(lengths, periods):
+        try:
+            flat = np.fromiter(
+                ((-1 if v is None else int(v)) for values in stated for v in values),
+                dtype=np.int64,
+                count=int(lengths.sum()),
+            )
+        except OverflowError:
+            pass
         else:
-            per_occ = err[s:e]
-            has = (np.ones(e - s, bool) if mask is None else mask[s:e]).reshape(-1, p)
-        actual_pos = np.where(has, per_occ.reshape(-1, p), -1).max(axis=0)
-        stated = [(-1 if v is None else int(v)) for v in itv["max_error_ns"]]
-        if [int(v) for v in actual_pos] != stated:
-            out.append(
-                _mismatch(
-                    f"{where} max_error_ns",
-                    itv["max_error_ns"],
-                    [None if v < 0 else int(v) for v in actual_pos],
-                )
-            )
-        over = np.flatnonzero(per_occ > budget_occ[s:e])
-        if len(over):
-            i = s + int(over[0])
-            out.append(
-                _mismatch(
-                    f"{where} budget at occurrence {i}", int(budget_occ[i]), int(per_occ[over[0]])
-                )
-            )
-    return out
+            return np.logical_or.reduceat(flat != actual, base[:-1])
+    return np.array(
+        [
+            [(-1 if v is None else int(v)) for v in values]
+            != actual[base[k] : base[k + 1]].tolist()
+            for k, values in enumerate(stated)
+        ],
+        dtype=bool,
+    )
 
 
 def _py(v):
