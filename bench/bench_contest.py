@@ -4,18 +4,20 @@ ranking (ladders only, nccl-tests style) disagrees with the workload ranking mea
 
 Pipeline, every step the project's own CLI or library: a one-request decode workload at
 4 gloo ranks (``bench_physical.prepare``: synth decode -> merge -> ingest -> search ->
-export-param) -> ``tracecanary sweep`` ladders of its collectives (1 KiB-4 MiB, broadcast
-from 8 B, factor 4, 3 cycles) -> the knob grid (``tracecanary.physical.contest.knob_grid``:
+export-param) -> ``tracecanary sweep`` ladders of its collectives and of the calls the
+decomposed mode turns them into (``SWEEPS``: 1 KiB-4 MiB, the int64 ones from 8 B, factor 4,
+3 cycles) -> the knob grid (``tracecanary.physical.contest.knob_grid``:
 native, decomposed, op barriers, fused 16/64/256 KiB, chunked 2; thread counts are fixed
 at 1 per rank by the replayer, so not a knob)
 written as a physical-configurations file -> ``calibrate-backends`` (the isolated twin of
-every configuration whose calls have ladders; decomposition needs scatter, which has none,
-so decomposed has no isolated figure) -> ``replay-physical`` of the full program under
+every configuration, ladders only: decomposed prices the decode's int64 broadcast as
+scatter + all_gather from the scatter ladder) -> ``replay-physical`` of the full program under
 every configuration, ``REPS`` rounds with the order rotated -> ``contest``: per pair the
 gap, the machine's decision (bootstrap intervals of the mean latency), the isolated
 decision, inversions and the closest pair -> the canary replayed under the closest pair
 (and the first inversion, if any), ``REPS`` rounds, to see whether it ranks them as the
-full program does.
+full program does. Per configuration a row states the isolated twin's mean-latency
+prediction error against the full program's measured mean (median over rounds).
 
 ``python -m bench.bench_contest [--reps N]`` (default 3; about 7 minutes here).
 """
@@ -43,8 +45,14 @@ WORKLOAD = {
     "tail-windows": 1,
 }
 NPROC = 4
+# The decode program's ops (all_reduce, all_gather bfloat16; broadcast int64 of 64 B) and
+# the calls decomposed makes of them (sim/twin.py): all_reduce -> reduce_scatter +
+# all_gather; all_gather -> one bfloat16 broadcast per rank; broadcast -> scatter +
+# all_gather of int64.
 SWEEPS = (("all_reduce", "bfloat16", "1K"), ("all_gather", "bfloat16", "1K"),
-          ("broadcast", "int64", "8"))  # fmt: skip
+          ("broadcast", "int64", "8"), ("reduce_scatter", "bfloat16", "1K"),
+          ("broadcast", "bfloat16", "1K"), ("scatter", "int64", "8"),
+          ("all_gather", "int64", "8"))  # fmt: skip
 
 
 def _sweep(spec: tuple[str, str, str], out: Path) -> str:
@@ -123,13 +131,11 @@ def run(reps: int = 3) -> list[dict]:
     configs = base / "physical.yaml"
     configs.write_text(yaml.safe_dump(grid, sort_keys=False))
     names = list(grid["configs"])
-    ladders = [_sweep(s, base / "sweeps" / s[0]) for s in SWEEPS]
+    ladders = [_sweep(s, base / "sweeps" / f"{s[0]}_{s[1]}") for s in SWEEPS]
     backends = base / "backends.yaml"
     argv = ["calibrate-backends", *ladders, "--physical-configs", str(configs)]
-    priced = [n for n in names if grid["configs"][n]["mode"] != "decomposed"]
-    tracecanary_cli(*argv, *[x for n in priced for x in ("--config", n)], "-o", str(backends))
-    isolated = _isolated(backends, full, priced)
-    isolated["decomposed"] = None
+    tracecanary_cli(*argv, *[x for n in names for x in ("--config", n)], "-o", str(backends))
+    isolated = _isolated(backends, full, names)
     t1 = time.perf_counter()
     measured = _measured(_rounds(full, names, configs, base / "full", reps))
     t2 = time.perf_counter()
@@ -152,6 +158,22 @@ def run(reps: int = 3) -> list[dict]:
     }
     (base / "contest.json").write_text(json.dumps(doc, indent=1, sort_keys=True))
     rows = []
+    for name in names:
+        predicted, mean = isolated[name], measured[name]["mean"]
+        err = None if predicted is None else 100.0 * (predicted / mean - 1.0)
+        rows.append(
+            row(
+                f"isolated twin (ladders only) mean latency, full program, {name}",
+                None if predicted is None else round(predicted, 1),
+                "us",
+                f"measured mean (median of {measured[name]['repetitions']} rounds)",
+                round(mean, 1),
+                None if predicted is None else round(predicted / mean, 3),
+                "|error| <= 15%",
+                err is not None and abs(err) <= 15.0,
+                notes="no ladder prices its calls" if err is None else f"error {err:+.1f}%; {load}",
+            )
+        )
     for p in probe:
         same = next(q for q in canary_result["pairs"] if (q["a"], q["b"]) == (p["a"], p["b"]))
         rows.append(

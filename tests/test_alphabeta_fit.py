@@ -84,6 +84,8 @@ def test_beta_from_slope_in_us_per_byte():
         ("broadcast", 8, 1.0),
         ("reduce", 8, 1.0),
         ("sendrecv", 2, 1.0),
+        ("scatter", 8, 0.875),
+        ("gather", 4, 0.75),
     ],
 )
 def test_busbw_factor_matches_nccl_tests(collective, n, factor):
@@ -92,7 +94,7 @@ def test_busbw_factor_matches_nccl_tests(collective, n, factor):
 
 def test_busbw_factor_refuses_unknown_collective():
     with pytest.raises(ValueError):
-        busbw_factor("gather", 8)
+        busbw_factor("hypercube", 8)
 
 
 # --------------------------------------------------------------------------- OLS

@@ -50,7 +50,12 @@ PROGRAM = {
     "broadcast": "broadcast_perf",
     "reduce": "reduce_perf",
     "sendrecv": "sendrecv_perf",
+    "scatter": "scatter_perf",
+    "gather": "gather_perf",
 }
+PER_RANK = ("all_gather", "reduce_scatter", "all_to_all", "scatter", "gather")
+DATA_MOVING = ("all_gather", "all_to_all", "broadcast", "sendrecv", "scatter", "gather")
+ROOTED = ("broadcast", "reduce", "scatter", "gather")
 
 
 # --------------------------------------------------------------------------- synthetic printer
@@ -66,11 +71,7 @@ def float_str(value: float, width: int) -> str:
 
 
 def _count(collective: str, size: int, n: int) -> int:
-    return (
-        size // 4 // n
-        if collective in ("all_gather", "reduce_scatter", "all_to_all")
-        else size // 4
-    )
+    return size // 4 // n if collective in PER_RANK else size // 4
 
 
 def synth_run(
@@ -88,8 +89,8 @@ def synth_run(
     footer: bool = True,
 ) -> str:
     """One nccl-tests run; ``times[c][i]`` = (out-of-place us, in-place us) of size i in cycle c."""
-    redop = "none" if collective in ("all_gather", "all_to_all", "broadcast", "sendrecv") else "sum"
-    root = 0 if collective in ("broadcast", "reduce") else -1
+    redop = "none" if collective in DATA_MOVING else "sum"
+    root = 0 if collective in ROOTED else -1
     step = 2
     lines = []
     if named:
@@ -198,7 +199,7 @@ def synth_json(
     typo: bool = False,
 ) -> bytes:
     factor = busbw_factor(collective, world_size)
-    redop = "none" if collective in ("all_gather", "all_to_all", "broadcast", "sendrecv") else "sum"
+    redop = "none" if collective in DATA_MOVING else "sum"
     results, busbws = [], []
     for cycle in times:
         for size, (t_oop, t_ip) in zip(sizes, cycle, strict=True):
@@ -576,11 +577,34 @@ def test_cputime_table_and_pre_213_layout_are_refused():
 
 def test_unsupported_collective_is_refused():
     text = synth_run("broadcast", 4, SIZES, ladder_times(SIZES)).replace(
-        "broadcast_perf", "scatter_perf"
+        "broadcast_perf", "hypercube_perf"
     )
     with pytest.raises(ImportRefused) as err:
         parse_stdout(text, file="s.txt")
-    assert err.value.field == "collective" and "scatter" in err.value.message
+    assert err.value.field == "collective" and "hypercube" in err.value.message
+
+
+@pytest.mark.parametrize("collective", ["scatter", "gather"])
+def test_scatter_and_gather_logs_parse_with_per_rank_counts_and_a_root(collective):
+    """nccl-tests scatter_perf / gather_perf: size = n x count x element, root printed,
+    busbw = algbw (n-1)/n (src/scatter.cu, src/gather.cu)."""
+    (run,) = parse_stdout(synth_run(collective, 4, SIZES, ladder_times(SIZES)), file="g.txt")
+    assert run.collective == collective and run.world_size == 4
+    assert (run.rows["size_bytes"] == 4 * 4 * run.rows["count"]).all()
+    assert (run.rows["root"] == 0).all()
+    printed = run.rows["printed_busbw_gbps"].to_numpy()
+    bound = run.rows["busbw_half_ulp_gbps"].to_numpy() + 0.01 * printed
+    assert np.all(np.abs(recomputed_busbw_gbps(run) - printed) <= bound)
+    assert recomputed_busbw_gbps(run) == pytest.approx(recomputed_algbw_gbps(run) * 3 / 4)
+
+
+def test_unnamed_scatter_and_gather_rows_are_told_apart_by_file_name_only():
+    text = synth_run("gather", 4, SIZES, ladder_times(SIZES), named=False)
+    (run,) = parse_stdout(text, file="polaris_gather.txt")
+    assert (run.collective, run.collective_source) == ("gather", "file_name")
+    with pytest.raises(ImportRefused) as err:
+        parse_stdout(text, file="unnamed.txt")
+    assert err.value.field == "collective" and "'gather', 'scatter'" in err.value.message
 
 
 def test_named_collective_contradicted_by_rows_is_refused():

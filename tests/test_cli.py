@@ -121,9 +121,9 @@ def test_ladder_collective_choices_are_the_shared_vocabulary():
 
 def test_unknown_ladder_collective_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as done:
-        main(["alphabeta", str(LADDER), "--collective", "gather", "-o", "fit.json"])
+        main(["alphabeta", str(LADDER), "--collective", "hypercube", "-o", "fit.json"])
     assert done.value.code == 2
-    assert "invalid choice: 'gather'" in capsys.readouterr().err
+    assert "invalid choice: 'hypercube'" in capsys.readouterr().err
 
 
 def test_missing_input_file_is_one_line_exit_2(run_cli, tmp_path):

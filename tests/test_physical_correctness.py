@@ -21,6 +21,7 @@ from tracecanary.physical.strategies import OpSpec, plan_buckets
 CPU = torch.device("cpu")
 DTYPES = ["float", "float16", "bfloat16", "double", "int", "long", "int8", "uint8", "bool"]
 KINDS = ["all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_allv", "p2p"]
+KINDS += ["scatter", "gather"]  # swept only (tracecanary sweep), never in a program
 
 
 def _sum(tensors: list[torch.Tensor]) -> torch.Tensor:
@@ -50,6 +51,10 @@ def run_reference(kind: str, ws: int, n: int, dtype: str, corrupt_rank: int = -1
             b = correctness.prepare(kind, in_elems=n, out_elems=n * ws, **kw)
         elif kind == "reduce_scatter":
             b = correctness.prepare(kind, in_elems=n * ws, out_elems=n, **kw)
+        elif kind == "scatter":
+            b = correctness.prepare(kind, in_elems=n * ws, out_elems=n, root=root, **kw)
+        elif kind == "gather":
+            b = correctness.prepare(kind, in_elems=n, out_elems=n * ws, root=root, **kw)
         elif kind == "all_to_allv":
             i, o = _splits(ws, n, g)
             b = correctness.prepare(
@@ -88,6 +93,11 @@ def run_reference(kind: str, ws: int, n: int, dtype: str, corrupt_rank: int = -1
     elif kind == "p2p":
         for b in bufs[1:]:
             b.recv.copy_(bufs[0].send)
+    elif kind == "scatter":
+        for g, b in enumerate(bufs):
+            b.recv.copy_(bufs[root].send[g * n : (g + 1) * n])
+    elif kind == "gather":
+        bufs[root].recv.copy_(torch.cat([b.send for b in bufs]))
     return bufs
 
 
@@ -103,19 +113,21 @@ def test_check_accepts_the_reference_result_of_every_kind_and_dtype(kind, dtype,
 
 def _ranks_reached_by_a_corruption(kind: str, dtype: str, ws: int) -> set[int]:
     """Where the corrupted contribution lands (``correctness`` perturbs element 0 of it;
-    bool: every element): reduce_scatter and all_to_allv deliver element 0 of every
-    contribution to rank 0 only; reduce to the root; p2p to the receivers; the others
-    to every rank (broadcast: the corrupted rank is the root, which checks its own)."""
-    if kind in ("reduce_scatter", "all_to_allv") and dtype != "bool":
+    bool: every element): reduce_scatter, all_to_allv and scatter deliver element 0 of
+    every contribution to rank 0 only; reduce and gather to the root; p2p to the
+    receivers; the others to every rank (broadcast, scatter: the corrupted rank is the
+    root, which checks its own)."""
+    if kind in ("reduce_scatter", "all_to_allv", "scatter") and dtype != "bool":
         return {0}
-    return {"reduce": {ws - 1}, "p2p": set(range(1, ws))}.get(kind, set(range(ws)))
+    rooted = {"reduce": {ws - 1}, "gather": {ws - 1}, "p2p": set(range(1, ws))}
+    return rooted.get(kind, set(range(ws)))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kind", KINDS)
 def test_check_rejects_a_corrupted_contribution_exactly_on_the_ranks_it_reaches(kind, dtype):
     # the corrupted rank is one whose data reaches others: 0 is p2p's sender, ws-1 the root
-    corrupt = {"p2p": 0, "broadcast": 2}.get(kind, 1)
+    corrupt = {"p2p": 0, "broadcast": 2, "scatter": 2}.get(kind, 1)
     bufs = run_reference(kind, 3, 37, dtype, corrupt_rank=corrupt)
     rejected = {g for g, b in enumerate(bufs) if not correctness.check(b)}
     assert rejected == _ranks_reached_by_a_corruption(kind, dtype, 3)
@@ -129,6 +141,8 @@ RECEIVERS = {  # ws = 3, root 2, p2p sender 0: the ranks a collective writes res
     "reduce_scatter": {0, 1, 2},
     "all_to_allv": {0, 1, 2},
     "p2p": {1, 2},
+    "scatter": {0, 1, 2},
+    "gather": {2},
 }
 
 

@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tracecanary.alphabeta.ladder import busbw_factor as bus_factor
 from tracecanary.cli import main
 from tracecanary.errors import InputError
 from tracecanary.formats.schemas import load_schema
 from tracecanary.physical.sweep import (
-    bus_factor,
     format_table,
     ladder_counts,
     parse_size,

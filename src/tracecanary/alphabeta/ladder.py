@@ -5,7 +5,7 @@ becomes the same table: one row per (rung, cycle) sample.
 
 Columns of a ladder table (``LADDER_COLUMNS``):
     collective  str     all_reduce | all_gather | reduce_scatter | all_to_all | broadcast |
-                        reduce | sendrecv
+                        reduce | sendrecv | scatter | gather (``LADDER_COLLECTIVES``)
     dtype       str     element type as the source names it (float, bfloat16, ...)
     world_size  int64   number of ranks
     bytes       int64   nccl-tests "size": the total buffer bytes of the operation
@@ -35,9 +35,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracecanary.formats.vocab import LADDER_COLLECTIVES
+from tracecanary.formats.vocab import LADDER_COLLECTIVES, ROOTED_OPS
 
 COLLECTIVES = LADDER_COLLECTIVES
+PER_RANK_COUNT: frozenset[str] = frozenset(
+    {"all_gather", "reduce_scatter", "all_to_all", "scatter", "gather"}
+)
+"""Collectives whose nccl-tests ``count`` column is per rank: size = n x count x element
+(all_gather, gather: the gathered buffer; reduce_scatter, scatter: the buffer split among
+the ranks; all_to_all: one rank's whole send buffer)."""
+ROOTED_COLLECTIVES: frozenset[str] = frozenset({*ROOTED_OPS, "scatter", "gather"})
+"""Collectives nccl-tests prints with a root (TraceCanary sweeps use root 0)."""
 
 LADDER_COLUMNS: dict[str, str] = {
     "collective": "str",
@@ -72,14 +80,15 @@ EXCLUDED_ZERO_BYTES = "zero_bytes"
 
 
 def busbw_factor(collective: str, world_size: int) -> float:
-    """nccl-tests bus-bandwidth factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter,
-    all_to_all (n-1)/n; broadcast, reduce, sendrecv 1."""
+    """nccl-tests bus-bandwidth factor (the one definition; sweeps and fits use it):
+    all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all, scatter, gather (n-1)/n;
+    broadcast, reduce, sendrecv 1."""
     n = int(world_size)
     if n < 1:
         raise ValueError(f"world size must be >= 1, got {n}")
     if collective == "all_reduce":
         return 2.0 * (n - 1) / n
-    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+    if collective in PER_RANK_COUNT:
         return (n - 1) / n
     if collective in ("broadcast", "reduce", "sendrecv"):
         return 1.0

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracecanary.alphabeta.ladder import busbw_factor
+from tracecanary.alphabeta.ladder import PER_RANK_COUNT, busbw_factor
 from tracecanary.errors import ImportRefused, ResourceLimitExceeded
 from tracecanary.limits import (
     check_text_depth,
@@ -87,6 +87,8 @@ PROGRAM_TO_COLLECTIVE: dict[str, str] = {
     "broadcast": "broadcast",
     "reduce": "reduce",
     "sendrecv": "sendrecv",
+    "scatter": "scatter",
+    "gather": "gather",
 }
 
 # Spellings of each collective accepted in file names (tie-break only).
@@ -98,6 +100,8 @@ _FILE_NAME_TOKENS: dict[str, tuple[str, ...]] = {
     "broadcast": ("broadcast", "bcast"),
     "reduce": ("reduce",),
     "sendrecv": ("sendrecv",),
+    "scatter": ("scatter",),
+    "gather": ("gather",),
 }
 
 ROW_COLUMNS: dict[str, str] = {
@@ -237,13 +241,13 @@ def _candidate_collectives(rows: pd.DataFrame, world_size: int | None) -> set[st
     if redop_some and rooted:
         candidates |= {"reduce"}
     if redop_none and rooted:
-        candidates |= {"broadcast"}
+        candidates |= {"broadcast", "scatter", "gather"}
     if redop_none and unrooted:
         candidates |= {"sendrecv", "all_gather", "all_to_all"}
     if ratio_kind == "elt":
-        candidates -= {"reduce_scatter", "all_gather", "all_to_all"}
+        candidates -= PER_RANK_COUNT
     elif ratio_kind == "n_elt":
-        candidates &= {"reduce_scatter", "all_gather", "all_to_all"}
+        candidates &= PER_RANK_COUNT
     return candidates
 
 
@@ -310,7 +314,7 @@ def _check_world_size_rows(rows: pd.DataFrame, collective: str, world_size: int,
     if world_size < 1:
         raise ImportRefused(f"world size {world_size} is not >= 1", file=file, field="world_size")
     current_limits().check("max_ranks", world_size, file=file, field="world_size")
-    if collective not in ("all_gather", "reduce_scatter", "all_to_all"):
+    if collective not in PER_RANK_COUNT:
         return
     elt = rows["dtype"].map(DTYPE_SIZES)
     ok = (rows["count"] > 0) & elt.notna()
@@ -613,7 +617,7 @@ class _RunBuilder:
 
 
 def _world_size_from_rows(rows: pd.DataFrame, collective: str) -> int | None:
-    if collective not in ("all_gather", "reduce_scatter", "all_to_all"):
+    if collective not in PER_RANK_COUNT:
         return None
     elt = rows["dtype"].map(DTYPE_SIZES)
     ok = (rows["count"] > 0) & elt.notna()

@@ -1,6 +1,7 @@
 """``tracecanary sweep --collective C --min-bytes A --max-bytes B -o LADDER/``: an
 nccl-tests-style ladder through real collectives, kept as an attempt archive (kind
-``sweep``). ``--print-table`` prints the nccl-tests table computed from the rows.
+``sweep``). ``--print-table`` prints the nccl-tests table computed from the rows. Sizes are
+nccl-tests' total buffer (scatter: the root's send buffer; gather: its receive buffer).
 
 Exit codes: 0 complete; 1 the attempt failed (a rank died or hung, or a rung failed its
 data-correctness check; the archive is still written, marked failed); 2 bad input.
@@ -27,7 +28,13 @@ def register(sub) -> None:
         help="nccl-tests-style size ladder through real collectives",
         description=__doc__,
     )
-    p.add_argument("--collective", required=True, choices=COLLECTIVES, help="collective to sweep")
+    p.add_argument(
+        "--collective",
+        required=True,
+        choices=COLLECTIVES,
+        help="collective to sweep (broadcast, reduce, scatter, gather: root 0; scatter and "
+        "gather: native mode only)",
+    )
     p.add_argument("--min-bytes", default="1", help="smallest total buffer (e.g. 1, 8, 1K)")
     p.add_argument("--max-bytes", default="64M", help="largest total buffer (e.g. 64M, 1G)")
     p.add_argument("--factor", type=float, default=2.0, help="size multiplier between rungs")

@@ -43,5 +43,6 @@ DTYPE_BYTES: dict[str, int] = {
 """The canonical (torch-style) dtype names and their element sizes in bytes."""
 DTYPES: tuple[str, ...] = tuple(DTYPE_BYTES)
 
-LADDER_COLLECTIVES: tuple[str, ...] = (*COLLECTIVES, "sendrecv")
-"""The nccl-tests perf binaries' collectives, as ladders and sweeps name them."""
+LADDER_COLLECTIVES: tuple[str, ...] = (*COLLECTIVES, "sendrecv", "scatter", "gather")
+"""The nccl-tests perf binaries' collectives, as ladders and sweeps name them (scatter and
+gather price the decomposed replayer mode's broadcast and reduce; no trace op is one)."""

@@ -1,7 +1,7 @@
 """Deterministic rank-dependent fills and the expected result of every op kind.
 
 Fill: the element at index ``i`` of a payload owned by group member ``g`` is
-``(c + i) mod m`` with ``c = 7 g mod m`` (all_to_all(v): ``c = 7 g + 3 h`` for the
+``(c + i) mod m`` with ``c = 7 g mod m`` (all_to_all(v) and scatter: ``c = 7 g + 3 h`` for the
 block destined to member ``h``, so a misplaced block is caught; send/recv use the
 global source rank). ``m`` is 251 for data-movement ops (127 for int8) and,
 for sums, the largest modulus whose worst-case sum over the group stays exactly
@@ -182,6 +182,26 @@ def prepare(
             _corrupt(send)
         expected = pattern(_offset(members.index(root), m), in_elems, m, info, device)
         return OpBuffers(send, send, expected)
+    if op == "scatter":  # in_elems: the root's n pieces; piece h carries (7 root + 3 h)
+        r, per = members.index(root), out_elems
+        send = torch.cat(
+            [
+                pattern((OWNER_STRIDE * g + DEST_STRIDE * h) % m, per, m, info, device)
+                for h in range(ws)
+            ]
+        )
+        if corrupt:
+            _corrupt(send)
+        expected = pattern((OWNER_STRIDE * r + DEST_STRIDE * g) % m, per, m, info, device)
+        return OpBuffers(send, _sentinel(per, m, info, device), expected)
+    if op == "gather":  # out_elems: the root's n pieces, checked on the root only
+        send = pattern(_offset(g, m), in_elems, m, info, device)
+        if corrupt:
+            _corrupt(send)
+        if rank != root:
+            return OpBuffers(send, None, None)
+        expected = torch.cat([pattern(_offset(j, m), in_elems, m, info, device) for j in range(ws)])
+        return OpBuffers(send, _sentinel(out_elems, m, info, device), expected)
     if op == "all_gather":
         send = pattern(_offset(g, m), in_elems, m, info, device)
         if corrupt:

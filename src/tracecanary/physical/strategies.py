@@ -7,7 +7,8 @@ do once (padding, packing chunk inputs) happen before ``run`` and are not timed;
 communication calls themselves are.
 
 Modes (``config/physical.yaml``):
-    native      one direct call per op (all_to_all(v) via all_to_all_single)
+    native      one direct call per op (all_to_all(v) via all_to_all_single; scatter and
+                gather, which only sweeps run, via dist.scatter / dist.gather)
     decomposed  all_reduce = reduce_scatter + all_gather; broadcast = scatter + all_gather;
                 reduce = reduce_scatter + gather; all_gather = one broadcast per member;
                 reduce_scatter = one reduce per member; all_to_all(v) = pairwise
@@ -96,6 +97,12 @@ def native(spec: OpSpec, buf: OpBuffers, comm: Comm) -> Prepared:
         return Prepared(lambda: _all_gather_flat(buf.recv, buf.send, group=grp))
     if op == "reduce_scatter":
         return Prepared(lambda: _reduce_scatter_flat(buf.recv, buf.send, group=grp))
+    if op == "scatter":  # sweeps only: no trace op is a scatter
+        pieces = list(buf.send.split(spec.out_elems)) if comm.rank == spec.root else None
+        return Prepared(lambda: dist.scatter(buf.recv, pieces, src=spec.root, group=grp))
+    if op == "gather":  # sweeps only: no trace op is a gather
+        slots = list(buf.recv.split(spec.in_elems)) if comm.rank == spec.root else None
+        return Prepared(lambda: dist.gather(buf.send, slots, dst=spec.root, group=grp))
     if op == "all_to_all":
         return Prepared(lambda: dist.all_to_all_single(buf.recv, buf.send, group=grp))
     if op == "all_to_allv":

@@ -2,21 +2,25 @@
 
 Semantics (nccl-tests): a rung's size is the TOTAL buffer in bytes (all_reduce,
 broadcast, reduce, sendrecv: the buffer; all_gather: the gathered output;
-reduce_scatter: the input; all_to_all: one rank's whole send buffer), rounded down to
-whole elements, at least one element, and, for all_gather, reduce_scatter and
-all_to_all, to a multiple of the world size (at least one element per rank). Rungs
-that round to the same element count are run once. Per cycle and rung: ``warmup``
-untimed then ``iters`` timed iterations, each on freshly reset buffers and each
-checked for data correctness. sendrecv: every rank sends to rank+1 and receives from
-rank-1 at once (nccl-tests' sendrecv_perf).
+reduce_scatter: the input; all_to_all: one rank's whole send buffer; scatter: the
+root's send buffer, n pieces; gather: the root's receive buffer, n pieces), rounded
+down to whole elements, at least one element, and, for the per-rank-count collectives
+(``PER_RANK_COUNT``), to a multiple of the world size (at least one element per rank;
+nccl-tests also aligns a rank's piece to 16 bytes, sweeps do not). Rungs that round to
+the same element count are run once. Rooted collectives (broadcast, reduce, scatter,
+gather) use root 0. Per cycle and rung: ``warmup`` untimed then ``iters`` timed
+iterations, each on freshly reset buffers and each checked for data correctness (scatter:
+every rank's piece; gather: the root's whole buffer). sendrecv: every rank sends to
+rank+1 and receives from rank-1 at once (nccl-tests' sendrecv_perf). scatter and gather
+run in native mode only (no replayer strategy splits them).
 
 Rows (``rows.parquet`` of a ``sweep`` archive), exactly these columns:
 ``collective, dtype, world_size, bytes, cycle, iteration, rank, latency_ns, correct``
 (one row per rank, rung, cycle and timed iteration; sorted by bytes, cycle, iteration,
 rank). The table (``--print-table``) is computed from these rows: per rung and cycle,
 time = mean over ranks of the mean over iterations (nccl-tests' default ``-a 1``),
-algbw = size / time, busbw = algbw x the nccl-tests factor, #wrong = rows that failed
-the check.
+algbw = size / time, busbw = algbw x the nccl-tests factor (``alphabeta.ladder.
+busbw_factor``), #wrong = rows that failed the check.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import TextIO
 import numpy as np
 import pandas as pd
 
+from tracecanary.alphabeta.ladder import PER_RANK_COUNT, ROOTED_COLLECTIVES, busbw_factor
 from tracecanary.errors import InputError
 from tracecanary.formats.vocab import LADDER_COLLECTIVES
 from tracecanary.param.dtypes import GLOO_UNSUPPORTED, canonical_dtype
@@ -41,9 +46,10 @@ from tracecanary.physical.run import launch_and_archive
 from tracecanary.physical.worker import SWEEP_ROW_SCHEMA, parse_fault
 
 COLLECTIVES = LADDER_COLLECTIVES
-PER_RANK_COUNT = frozenset({"all_gather", "reduce_scatter", "all_to_all"})
+NATIVE_ONLY = frozenset({"scatter", "gather"})
+"""Swept collectives no replayer mode but native applies to (decomposed and chunked
+strategies cover the program ops only)."""
 REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
-ROOTED = frozenset({"broadcast", "reduce"})
 SWEEP_SORT_KEYS = ["bytes", "cycle", "iteration", "rank"]
 
 _NCCL_TESTS_TYPE = {
@@ -69,16 +75,6 @@ def parse_size(text: str, field: str) -> int:
     if m is None:
         raise InputError(f"not a size: {text!r} (e.g. 1, 4096, 64K, 64M, 1G)", field=field)
     return int(m.group(1)) * _UNITS[m.group(2).lower()]
-
-
-def bus_factor(collective: str, world_size: int) -> float:
-    """nccl-tests' busbw / algbw factor."""
-    n = world_size
-    if collective == "all_reduce":
-        return 2.0 * (n - 1) / n
-    if collective in PER_RANK_COUNT:
-        return (n - 1) / n
-    return 1.0
 
 
 def ladder_counts(
@@ -147,10 +143,10 @@ def table_from_rows(rows: pd.DataFrame) -> pd.DataFrame:
                 "count": count,
                 "type": _NCCL_TESTS_TYPE.get(dtype, dtype),
                 "redop": "sum" if collective in REDUCING else "none",
-                "root": 0 if collective in ROOTED else -1,
+                "root": 0 if collective in ROOTED_COLLECTIVES else -1,
                 "time_us": time_us,
                 "algbw_gbps": algbw,
-                "busbw_gbps": algbw * bus_factor(collective, ws),
+                "busbw_gbps": algbw * busbw_factor(collective, ws),
                 "wrong": per_cycle["wrong"].to_numpy(dtype=np.int64),
             }
         )
@@ -246,6 +242,12 @@ def run_sweep(
         if config["mode"] == "fused":
             raise InputError(
                 "a sweep runs one op at a time: mode fused does not apply",
+                field="--physical-config",
+            )
+        if collective in NATIVE_ONLY and config["mode"] != "native":
+            raise InputError(
+                f"{collective} sweeps run in native mode only: mode {config['mode']} of "
+                f"configuration {config_name!r} has no {collective} strategy",
                 field="--physical-config",
             )
         config_record = {**config, "source": str(configs_path)}

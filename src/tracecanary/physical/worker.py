@@ -345,8 +345,10 @@ def _sweep_op(collective: str, count: int, ws: int) -> tuple[str, int, int]:
     """(correctness op, in_elems, out_elems) for a rung of ``count`` total elements."""
     if collective == "all_gather":
         return "all_gather", count // ws, count
-    if collective == "reduce_scatter":
-        return "reduce_scatter", count, count // ws
+    if collective in ("reduce_scatter", "scatter"):
+        return collective, count, count // ws
+    if collective == "gather":
+        return "gather", count // ws, count
     return collective, count, count
 
 

@@ -19,8 +19,10 @@ Transforms (mirroring ``physical/strategies.py``):
     decomposed  all_reduce = reduce_scatter + all_gather; all_gather = one broadcast of
                 bytes/n per member; reduce_scatter = one reduce of bytes/n per member;
                 all_to_all = n-1 sendrecv rounds of bytes/n; broadcast = scatter +
-                all_gather and reduce = reduce_scatter + gather (scatter and gather have
-                no ladder, so such programs are refused by name); barrier/send/recv native
+                all_gather and reduce = reduce_scatter + gather, each call of the op's
+                bytes (nccl-tests sizes: the scattered / gathered whole buffer), priced
+                from ``tracecanary sweep --collective scatter|gather`` ladders (without
+                them such programs are refused by name); barrier/send/recv native
     op_barrier  the replayer's barrier before each op is untimed and aligns the ranks, so
                 the op's latency carries no arrival skew; the barrier's own time is not
                 modelled (no ladder measures it): pass times exclude it
