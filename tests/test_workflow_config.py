@@ -52,6 +52,10 @@ def test_schema_fills_every_default_the_rules_read():
     physical = config["physical"]
     assert (physical["backend"], physical["nproc"], physical["nodes"]) == ("gloo", 4, 1)
     assert physical["physical_configs"] == "config/physical.yaml"
+    # noise first: the physical report's recommended number of rounds unless told
+    from tracecanary.physical.report import RECOMMENDED_REPETITIONS
+
+    assert physical["repetitions"] == RECOMMENDED_REPETITIONS == 5
     assert config["sources"][0]["nproc"] == 4 and config["sources"][0]["steps"] == 3
     sweep = validated({**MINIMAL, "physical": {"sweeps": [{"id": "w", "collective": "x"}]}})
     assert sweep["physical"]["sweeps"][0]["max_bytes"] == "4M"
