@@ -236,7 +236,7 @@ def physical_summaries():
 
 
 def physical_gates():
-    """Every physical source's gate verdict (rule all: a failed gate fails the run)."""
+    """Every physical source's gate verdict (a target of `all`, so a failed gate fails the run)."""
     return [f"results/{CAMPAIGN}/physical_gate/{sid}.txt" for sid in PHYSICAL_SOURCES]
 
 
