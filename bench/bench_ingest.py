@@ -1,10 +1,14 @@
 """Ingest throughput on a 1M-event JSON Lines trace, side by side in one run:
 
-1. ``ingest_files`` on the JSON Lines file vs plain json.loads + pandas.DataFrame;
+1. ``ingest_files`` on the JSON Lines file vs plain json.loads + pandas.DataFrame, and
+   vs the old path (``streaming_jsonl_batches``: pyarrow's streaming JSON reader over
+   the whole body, ingest's reader before the template parser), alternating in one
+   child, with the normalized Parquet and sidecar digests compared;
 2. ``ingest_files`` on the same events as columnar captures (Parquet, Arrow IPC) vs the
    JSON Lines ingest, alternating in one child; the normalized Parquet digests must be
    equal (the row says whether they are);
-3. the JSON Lines parser candidates (pyarrow's reader, used today; msgspec typed
+3. the JSON Lines parser candidates (pyarrow's reader; ingest's reader: the exact
+   template parser with pyarrow's reader for the chunks it declines; msgspec typed
    decoding; polars' NDJSON reader; DuckDB's JSON reader), each parsing the events into
    the ``EVENT_SCHEMA`` table, alternating in one child: events/s, CPU seconds, whether
    the table equals pyarrow's, and which inputs that pyarrow refuses each one accepts
@@ -20,7 +24,44 @@ from __future__ import annotations
 import json
 import os
 
+import pyarrow as pa
+import pyarrow.json as pajson
+
 from bench.common import WORK, row, run_child
+
+
+def streaming_jsonl_batches(path: str, stream):
+    """The old path: ingest's JSON Lines reader before the template parser, pyarrow's
+    streaming JSON reader over the whole body (batches cut at its ``BATCH_BYTES``
+    blocks), refusals located by ingest. A drop-in for ``ingest._jsonl_batches``."""
+    from tracecanary import ingest
+    from tracecanary.formats.trace import EVENT_SCHEMA
+
+    options = pajson.ParseOptions(explicit_schema=EVENT_SCHEMA, unexpected_field_behavior="error")
+    reader_options = pajson.ReadOptions(block_size=ingest.BATCH_BYTES, use_threads=True)
+    index = 0
+    try:
+        with stream:
+            try:
+                reader = pajson.open_json(
+                    stream, read_options=reader_options, parse_options=options
+                )
+            except pa.ArrowInvalid as err:
+                if "Empty JSON file" in str(err):
+                    return
+                raise ingest._locate_jsonl_error(path, index, str(err)) from None
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+                except pa.ArrowInvalid as err:
+                    raise ingest._locate_jsonl_error(path, index, str(err)) from None
+                yield index, batch
+                index += batch.num_rows
+    except pa.ArrowInvalid as err:
+        raise ingest._locate_jsonl_error(path, index, str(err)) from None
+
 
 # Each line an event that pyarrow's reader (with the explicit event schema) refuses or
 # that ingest must refuse; a candidate "loses" a case when it parses it without error
@@ -64,7 +105,12 @@ def via_pyarrow(raw, file):
     return pajson.read_json(io.BytesIO(raw), read_options=pajson.ReadOptions(block_size=1 << 24),
                             parse_options=options)
 
-candidates = {{"pyarrow": via_pyarrow}}
+from tracecanary import ingest
+def via_ingest(raw, file):  # ingest's reader: template parser, pyarrow where it declines
+    batches = [ingest._parse_jsonl_chunk(c) for c in ingest._jsonl_chunks(io.BytesIO(raw))]
+    return pa.Table.from_batches([b for b in batches if b is not None], schema=EVENT_SCHEMA)
+
+candidates = {{"pyarrow": via_pyarrow, "ingest-template": via_ingest}}
 missing = {{}}
 try:
     import msgspec
@@ -185,22 +231,39 @@ def make_input(events: int) -> str:
     return str(path)
 
 
-def _ingest_row(path: str, events: int, repeats: int) -> dict:
-    ours, rss_ours = run_child(
-        f"""
-import json, tempfile, os, statistics, time
-from bench.common import median_time
-from tracecanary.ingest import ingest_files
+_OLD_AND_NEW = r"""
+import hashlib, json, os, statistics, tempfile, time
+from bench.bench_ingest import streaming_jsonl_batches
+from tracecanary import ingest
+
+path, repeats = {path!r}, {repeats}
 d = tempfile.mkdtemp()
-cpu = []
-def once():
-    start = time.process_time()
-    ingest_files([{path!r}], os.path.join(d, 'x.parquet'))
-    cpu.append(time.process_time() - start)
-t = median_time(once, {repeats})
-print(json.dumps({{'seconds': t, 'cpu_seconds': statistics.median(cpu), 'load': os.getloadavg()[0]}}))
+out = os.path.join(d, "x.parquet")
+new_reader = ingest._jsonl_batches
+times = {{"new": [], "old": []}}
+digests = {{"new": set(), "old": set()}}
+readers = [("new", new_reader), ("old", streaming_jsonl_batches)]
+for round_ in range(repeats):  # alternating: each round runs both, in turns first
+    for name, reader in readers if round_ % 2 == 0 else readers[::-1]:
+        ingest._jsonl_batches = reader
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = ingest.ingest_files([path], out)
+        times[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+        side = hashlib.sha256(open(ingest.sidecar_path(out), "rb").read()).hexdigest()
+        digests[name].add((result.parquet_sha256, side))
+ingest._jsonl_batches = new_reader
+print(json.dumps({{
+    name: {{"seconds": statistics.median(t for t, _ in v),
+            "cpu_seconds": statistics.median(c for _, c in v),
+            "first_seconds": v[0][0]}}  # new: the first call of the process
+    for name, v in times.items()
+}} | {{"identical": len(digests["new"] | digests["old"]) == 1, "load": os.getloadavg()[0]}}))
 """
-    )
+
+
+def _ingest_row(path: str, events: int, repeats: int) -> dict:
+    both, rss_ours = run_child(_OLD_AND_NEW.format(path=path, repeats=repeats))
+    ours, old = both["new"], both["old"]
     plain, rss_plain = run_child(
         f"""
 import json
@@ -222,11 +285,15 @@ print(json.dumps({{'seconds': median_time(load, {repeats})}}))
         round(events / plain["seconds"]),
         round(plain["seconds"] / ours["seconds"], 2),
         ">= 1,000,000 events/s",
-        rate >= 1_000_000,
+        rate >= 1_000_000 and both["identical"],
         round(rss_ours, 1),
         f"comparator peak RSS {rss_plain:.0f} MiB; ingest CPU {ours['cpu_seconds']:.2f} s "
-        f"per run (all threads), wall {ours['seconds']:.2f} s, load average "
-        f"{ours['load']:.1f} on {os.cpu_count()} cores",
+        f"per run (all threads), wall {ours['seconds']:.2f} s (first run "
+        f"{ours['first_seconds']:.2f} s); old path (pyarrow's streaming reader) in the same "
+        f"child, alternating: {events / old['seconds']:,.0f} events/s, CPU "
+        f"{old['cpu_seconds']:.2f} s, wall {old['seconds']:.2f} s; Parquet and sidecar "
+        f"identical to the old path's: {both['identical']}; load average {both['load']:.1f} "
+        f"on {os.cpu_count()} cores",
     )
 
 

@@ -159,3 +159,28 @@ def test_columnar_capture_over_the_decoded_size_limit_is_refused(
     monkeypatch.setenv("TRACECANARY_LIMITS", "max_decompressed_bytes=64")
     err = _refusal(run_cli, tmp_path / name, tmp_path / "o.parquet")
     assert "max_decompressed_bytes=64" in err
+
+
+@pytest.mark.slow
+def test_columnar_capture_of_small_batches_gives_the_jsonl_bytes_past_the_dictionary_limit(
+    tmp_path,
+):
+    """A capture read in batches of a few thousand rows, with more distinct timestamps
+    than fit the Parquet writer's dictionary page (so the writer falls back to plain
+    encoding inside the row group): the same bytes as the JSON Lines ingest. (Handing the
+    writer the batches uncopied, even cut to multiples of its 1,024-row runs, changed the
+    bytes of ``ts_ns`` here.)"""
+    from tracecanary.ingest import ingest_files
+
+    docs, _ = build_decode(DecodeSpec(ranks=4, events_per_rank=40_000))
+    doc = docs[0]
+    doc["events"] = [e for d in docs for e in d["events"]]
+    write_trace(doc, tmp_path / "t.jsonl")
+    events = _columns(doc, drop_empty=True)
+    meta = {HEADER_KEY: json.dumps(_header(doc), sort_keys=True).encode("utf-8")}
+    with ipc.new_file(tmp_path / "t.arrow", events.schema.with_metadata(meta)) as writer:
+        writer.write_table(events.replace_schema_metadata(meta), max_chunksize=5_000)
+    jsonl = ingest_files([str(tmp_path / "t.jsonl")], tmp_path / "a.parquet")
+    arrow = ingest_files([str(tmp_path / "t.arrow")], tmp_path / "b.parquet")
+    assert jsonl.events == arrow.events > (1 << 20) // 8  # timestamps past a 1 MiB page
+    assert jsonl.parquet_sha256 == arrow.parquet_sha256

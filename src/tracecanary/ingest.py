@@ -10,9 +10,14 @@ Guarantees of ``ingest_files``:
   trace give the same Parquet bytes; every form passes the same checks;
 - JSON Lines is read in bounded batches: memory grows with the batch size and the
   output row group, not with the trace;
-- the work is pipelined: pyarrow parses the next blocks on its own threads while this
-  thread checks a batch, and a finished row group is encoded to Parquet on a writer
-  thread while the next one is checked (at most one row group in encoding at a time);
+- JSON Lines is cut into chunks where pyarrow's streaming reader cut its batches, and
+  each chunk is read by the exact template parser (``formats.jsonl_template``) or, where
+  it declines, by pyarrow's JSON reader: the same batches, values and refusals as the
+  streaming reader over the whole body gave;
+- the work is pipelined: ``PARSE_THREADS`` workers parse the next chunks while this
+  thread reads (and hashes) the input and checks a batch, and a finished row group is
+  encoded to Parquet on a writer thread while the next one is checked (at most one row
+  group in encoding at a time);
   an input's SHA-256 is computed from the bytes as they stream through the reader,
   never by reading the input twice;
 - the resource policy (``tracecanary.limits``) holds before work that scales with it:
@@ -31,6 +36,7 @@ import contextlib
 import hashlib
 import json
 import os
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -48,6 +54,7 @@ from tracecanary.clocks.status import decide_skew
 from tracecanary.columnar_capture import is_columnar, open_columnar
 from tracecanary.errors import InputError, ResourceLimitExceeded, SchemaError, TimingError
 from tracecanary.formats.ids import NORMALIZED_FORMAT
+from tracecanary.formats.jsonl_template import parse_chunk
 from tracecanary.formats.trace import (
     EVENT_FIELDS,
     EVENT_SCHEMA,
@@ -65,6 +72,7 @@ from tracecanary.limits import Limits, current_limits, load_json, open_input, pa
 from tracecanary.parquet_io import ROW_GROUP_SIZE, WRITER_OPTIONS
 
 BATCH_BYTES = 1 << 24
+PARSE_THREADS = 2  # chunks parsed at once, each on its own worker
 
 # the plain op names as one value set; an op outside it is custom (checked by the
 # pattern) or unknown. Index lookup tables: position in OPS -> class (-1: not plain).
@@ -253,33 +261,95 @@ def _locate_jsonl_error(path: str, first_index: int, message: str) -> InputError
     return SchemaError(f"unreadable event data: {message}"[:300], file=path, record=first_index)
 
 
-def _jsonl_batches(path: str, stream) -> Iterator[tuple[int, pa.RecordBatch]]:
+_STRADDLING = "straddling object straddles two block boundaries (try to increase block size?)"
+
+
+def _jsonl_chunks(stream: BinaryIO) -> Iterator[bytes]:
+    """The body in whole-line chunks, cut where pyarrow's streaming JSON reader cuts its
+    batches, so a refusal names the same record: the body is read in ``BATCH_BYTES``
+    blocks; a chunk is what was carried from the block before and this block up to its
+    last newline, the rest is carried on; the final block is taken whole. A block
+    without a newline after a carried partial line is refused as the reader refuses it
+    (``_STRADDLING``, raised as ``pa.ArrowInvalid``)."""
+    carry = b""
+    block = stream.read(BATCH_BYTES)
+    while block:
+        following = stream.read(BATCH_BYTES)
+        if not following:
+            yield b"".join((carry, block)) if carry else block
+            return
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:
+            if carry:
+                raise pa.ArrowInvalid(_STRADDLING)
+            carry = block
+        else:  # one copy: the carried line and the whole lines of this block
+            yield b"".join((carry, memoryview(block)[:cut])) if carry or cut < len(block) else block
+            carry = block[cut:]
+        block = following
+
+
+def _parse_jsonl_chunk(chunk: bytes) -> pa.RecordBatch | None:
+    """The events of one chunk: the exact template parser where it proves the chunk is in
+    a layout it reads (``formats.jsonl_template``), else pyarrow's JSON reader (which
+    raises ``pa.ArrowInvalid`` on what it refuses). None: no events in the chunk."""
+    batch = parse_chunk(chunk)
+    if batch is not None:
+        return batch
     options = pajson.ParseOptions(explicit_schema=EVENT_SCHEMA, unexpected_field_behavior="error")
-    # use_threads: pyarrow parses the blocks ahead on its CPU pool (without the GIL)
-    # while the caller checks the batch it was handed
-    reader_options = pajson.ReadOptions(block_size=BATCH_BYTES, use_threads=True)
-    index = 0
+    read = pajson.ReadOptions(block_size=len(chunk) + 1, use_threads=False)
     try:
-        with stream:
-            try:
-                reader = pajson.open_json(
-                    stream, read_options=reader_options, parse_options=options
-                )
-            except pa.ArrowInvalid as err:
-                if "Empty JSON file" in str(err):
-                    return
-                raise _locate_jsonl_error(path, index, str(err)) from None
+        table = pajson.read_json(pa.BufferReader(chunk), read_options=read, parse_options=options)
+    except pa.ArrowInvalid as err:
+        if "Empty JSON file" in str(err):
+            return None
+        raise
+    return table.combine_chunks().to_batches()[0] if table.num_rows else None
+
+
+def _failed(err: Exception) -> Future:
+    """A finished future holding ``err``: a failed read, queued in its turn."""
+    future: Future = Future()
+    future.set_exception(err)
+    return future
+
+
+def _jsonl_batches(path: str, stream) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """(index of the first event, batch) of a JSON Lines body, in file order. This
+    thread reads (and so hashes) the chunks; ``PARSE_THREADS`` workers parse the next
+    ones while the caller checks the batch it was handed. A read that fails (a
+    resource limit, a straddling line) is raised when the batches before it are
+    consumed, as the streaming reader raised it."""
+    chunks = _jsonl_chunks(stream)
+    pending: deque[Future] = deque()
+    index = 0
+    with stream, ThreadPoolExecutor(PARSE_THREADS, thread_name_prefix="tracecanary-jsonl") as pool:
+        try:
+            reading = True
             while True:
-                try:
-                    batch = reader.read_next_batch()
-                except StopIteration:
+                while reading and len(pending) < PARSE_THREADS:
+                    try:
+                        chunk = next(chunks)
+                    except StopIteration:
+                        reading = False
+                    except Exception as err:  # raised in its turn
+                        pending.append(_failed(err))
+                        reading = False
+                    else:
+                        pending.append(pool.submit(_parse_jsonl_chunk, chunk))
+                if not pending:
                     return
+                try:
+                    batch = pending.popleft().result()
                 except pa.ArrowInvalid as err:
                     raise _locate_jsonl_error(path, index, str(err)) from None
+                if batch is None:
+                    continue
                 yield index, batch
                 index += batch.num_rows
-    except pa.ArrowInvalid as err:  # raised while opening on an empty body, etc.
-        raise _locate_jsonl_error(path, index, str(err)) from None
+        finally:  # a refusal or an abandoned read: the workers finish before the close
+            for future in pending:
+                future.cancel()
 
 
 def _first_false(mask: np.ndarray) -> int | None:
