@@ -28,6 +28,7 @@ from tracecanary.errors import MergeError
 from tracecanary.program import Program, make_program
 
 TAIL_OVERLAP_FACTOR = 3.0
+_CHUNK = 1 << 20  # member events per step where a whole-trace temporary is avoided
 
 
 def _refuse(field: str, group: str, instance, ranks, message: str) -> MergeError:
@@ -121,8 +122,26 @@ class _Occurrences:
         """Event rows of occurrence ``g`` in file order."""
         return self.order[self.bounds[g] : self.bounds[g + 1]]
 
-    def reduce(self, ufunc, values: np.ndarray) -> np.ndarray:
-        return ufunc.reduceat(values[self.order], self.bounds[:-1])
+    def reduce(
+        self, ufunc, values: np.ndarray, where: np.ndarray | None = None, floor=None
+    ) -> np.ndarray:
+        """Per occurrence: ``ufunc`` reduced over its events' ``values`` (``floor`` in
+        place of a value where ``where`` is False). Taken a block of occurrences at a
+        time: no permuted copy of a whole per-event column."""
+        out = np.empty(self.count, dtype=values.dtype)
+        g0 = 0
+        while g0 < self.count:
+            # occurrences [g0, g1): at least one, then up to _CHUNK events
+            last = int(np.searchsorted(self.bounds, self.bounds[g0] + _CHUNK, "right")) - 1
+            g1 = max(g0 + 1, last)
+            g1 = min(g1, self.count)
+            rows = self.order[self.bounds[g0] : self.bounds[g1]]
+            chunk = values[rows]
+            if where is not None:
+                chunk = np.where(where[rows], chunk, floor)
+            out[g0:g1] = ufunc.reduceat(chunk, self.bounds[g0:g1] - self.bounds[g0])
+            g0 = g1
+        return out
 
     def first_valid(self, valid: np.ndarray) -> np.ndarray:
         """Per occurrence: the first row (file order) where ``valid``, else -1."""
@@ -213,10 +232,14 @@ def build_program_from_columns(
         columns.pop(name, None)
     occs = _group_occurrences(code, instance)
     G = occs.count
+    first_row = occs.order[occs.bounds[:-1]] if G else np.zeros(0, dtype=np.int64)
+    # every event of an occurrence has its key and instance: keep them per occurrence only
+    code_first = code[first_row] if G else np.zeros(0, dtype=np.int64)
+    inst_first = instance[first_row] if G else np.zeros(0, dtype=np.int64)
+    del code, instance
     rank = columns.pop("rank").to_numpy(dtype=np.int64)
     seen = set(np.unique(rank).tolist())
     names_arr = np.asarray(names, dtype=object)
-    first_row = occs.order[occs.bounds[:-1]] if G else np.zeros(0, dtype=np.int64)
 
     # duplicate contributions: the first row (file order) of any duplicated (occ, rank)
     width = int(rank.max()) + 1 if rank.size else 1
@@ -226,10 +249,11 @@ def build_program_from_columns(
     del sorted_pair
     if repeated.size:
         row = int(np.flatnonzero(np.isin(pair, repeated))[0])
+        g = int(occs.occ_of[row])
         raise _refuse(
             "rank",
-            str(names_arr[code[row]]),
-            int(instance[row]),
+            str(names_arr[code_first[g]]),
+            int(inst_first[g]),
             [rank[row]],
             "two contributions of the same rank to one collective",
         )
@@ -259,7 +283,7 @@ def build_program_from_columns(
             continue
         bad = np.flatnonzero(occs.reduce(np.minimum, values) != occs.reduce(np.maximum, values))
         if bad.size:
-            g, k = _occurrence_key(occs, names_arr, code, instance, int(bad[0]))
+            g, k = _occurrence_key(names_arr, code_first, inst_first, int(bad[0]))
             idx = occs.rows(int(bad[0]))
             got = shown[idx] if labels is None else labels[shown[idx]]
             text = ", ".join(
@@ -283,7 +307,7 @@ def build_program_from_columns(
         recvs = p2p_rows - sends
         bad = np.flatnonzero((p2p_rows > 0) & ~((sends == 1) & (recvs == 1)))
         if bad.size:
-            g, k = _occurrence_key(occs, names_arr, code, instance, int(bad[0]))
+            g, k = _occurrence_key(names_arr, code_first, inst_first, int(bad[0]))
             idx = occs.rows(int(bad[0]))
             idx = idx[is_p2p_ev[idx]]
             found = ["recv"] * int(recvs[bad[0]]) + ["send"] * int(sends[bad[0]])
@@ -299,7 +323,6 @@ def build_program_from_columns(
         expected[gid] = len(captured)
         if len(captured) < len(ranks):
             partially_captured.append(gid)
-    code_first = code[first_row] if G else np.zeros(0, dtype=np.int64)
     key_names = names_arr[code_first] if G else names_arr[:0]
     want_by_code = np.array(
         [2 if k.startswith("p2p:") else expected.get(k, 0) for k in names], dtype=np.int64
@@ -307,7 +330,7 @@ def build_program_from_columns(
     want = want_by_code[code_first] if G else np.zeros(0, dtype=np.int64)
     short = np.flatnonzero(size < want)
     if short.size:
-        g, k = _occurrence_key(occs, names_arr, code, instance, int(short[0]))
+        g, k = _occurrence_key(names_arr, code_first, inst_first, int(short[0]))
         members = rank[occs.rows(int(short[0]))].tolist()
         missing = [r for r in groups[g] if r in seen and r not in members]
         raise _refuse(
@@ -330,7 +353,7 @@ def build_program_from_columns(
         count = np.bincount(occs.occ_of[present], minlength=G) if G else np.zeros(0, np.int64)
         bad = np.flatnonzero((count > 0) & (count < size))
         if bad.size:
-            g, k = _occurrence_key(occs, names_arr, code, instance, int(bad[0]))
+            g, k = _occurrence_key(names_arr, code_first, inst_first, int(bad[0]))
             idx = occs.rows(int(bad[0]))
             which = rank[idx][~present[idx]].tolist()
             raise _refuse(
@@ -340,13 +363,10 @@ def build_program_from_columns(
                 rank[idx],
                 f"{field} partially measured (absent on rank(s) {','.join(map(str, which))})",
             )
-        values = np.where(present, values, floor)
+        top = occs.reduce(np.maximum, values, present, floor) if G else np.zeros(0, values.dtype)
         del present
-        top = occs.reduce(np.maximum, values) if G else np.zeros(0, dtype=values.dtype)
         measured_top[field] = (top, count)
         del values
-    inst_first = instance[first_row]
-    del code, instance  # refusals that name a collective are all made above
     phase_first = _first_text(occs, columns.pop("phase", None))
     stream_first = _first_text(occs, columns.pop("stream", None))
 
@@ -396,46 +416,63 @@ def build_program_from_columns(
     new_index = np.empty(G, dtype=np.int64)
     new_index[perm] = np.arange(G, dtype=np.int64)
 
-    def measured_max(field: str) -> tuple[np.ndarray, np.ndarray]:
-        top, count = measured_top[field]
+    measured = {}  # field -> (max over members, 0 where unmeasured; measured?) in issue order
+    for field in ("overlap_ns", "latency_ns"):
+        top, count = measured_top.pop(field)
         has = count > 0
-        return np.where(has, top, 0).astype(np.int64)[perm], has[perm]
+        measured[field] = (np.where(has, top, 0).astype(np.int64)[perm], has[perm])
+        del top, count, has
 
     T = T_g[perm]
+    del T_g
     gap = np.diff(T, prepend=T[:1]) if len(T) else T
-    overlap, has_overlap = measured_max("overlap_ns")
-    latency, has_latency = measured_max("latency_ns")
+    overlap, has_overlap = measured.pop("overlap_ns")
+    latency, has_latency = measured.pop("latency_ns")
     tail = _tail_windows(overlap, has_overlap)
-    ops_g = np.where(is_p2p_g, "send", op_first).astype(object)
+    op_first[is_p2p_g] = "send"  # shared str objects, not one new str per occurrence
+    # each per-occurrence column put in issue order, its first-appearance copy dropped
+    unordered = {
+        "op": op_first,
+        "bytes": bytes_first,
+        "dtype": dtype_first,
+        "group": key_names,
+        "group_size": group_size_g,
+        "root": root_first,
+        "phase": phase_first,
+        "stream": stream_first,
+    }
+    del op_first, bytes_first, dtype_first, key_names, group_size_g, root_first
+    del phase_first, stream_first, code_first, inst_first, is_p2p_g, size, want, first_row
+    occurrence_columns = {name: unordered.pop(name)[perm] for name in list(unordered)}
+    occurrence_columns.update(
+        gap_ns=gap,
+        overlap_ns=overlap,
+        has_overlap=has_overlap,
+        latency_ns=latency,
+        has_latency=has_latency,
+        tail=tail,
+    )
+    del perm, gap, overlap, has_overlap, latency, has_latency, tail
 
     # members sorted by (occurrence, rank); skew = arrival - the occurrence's issue time
     member_occ = new_index[occs.occ_of]
-    del occs
-    skew_ns = T[member_occ]
-    np.subtract(arrival, skew_ns, out=skew_ns)  # arrival may be the caller's column: not in place
-    del arrival
+    del occs, new_index
     mem_order = np.lexsort((rank, member_occ))
     member_occ = member_occ[mem_order]
     rank = rank[mem_order]
-    skew_ns = skew_ns[mem_order] if skew_known else np.zeros(len(mem_order), dtype=np.int64)
-    del mem_order
+    if skew_known:
+        skew_ns = arrival[mem_order]  # arrival may be the caller's column: not in place
+        del arrival, mem_order
+        for lo in range(0, skew_ns.size, _CHUNK):  # no whole-trace temporary
+            hi = lo + _CHUNK
+            skew_ns[lo:hi] -= T[member_occ[lo:hi]]
+    else:
+        del arrival
+        skew_ns = np.zeros(len(mem_order), dtype=np.int64)
+        del mem_order
+    del T
     return make_program(
-        {
-            "op": ops_g[perm],
-            "bytes": bytes_first[perm],
-            "dtype": dtype_first[perm],
-            "group": key_names[perm],
-            "group_size": group_size_g[perm],
-            "root": root_first[perm],
-            "phase": phase_first[perm],
-            "stream": stream_first[perm],
-            "gap_ns": gap,
-            "overlap_ns": overlap,
-            "has_overlap": has_overlap,
-            "latency_ns": latency,
-            "has_latency": has_latency,
-            "tail": tail,
-        },
+        occurrence_columns,
         {"occ": member_occ, "rank": rank, "skew_ns": skew_ns},
         world_size=world_size,
         skew_known=skew_known,
@@ -457,21 +494,24 @@ def _text_codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
 
 
 def _occurrence_key(
-    occs: _Occurrences, names: np.ndarray, code: np.ndarray, instance: np.ndarray, g: int
+    names: np.ndarray, code_first: np.ndarray, inst_first: np.ndarray, g: int
 ) -> tuple[str, int]:
-    """(key name, instance) of occurrence ``g`` (read from its first event)."""
-    row = int(occs.order[occs.bounds[g]])
-    return str(names[code[row]]), int(instance[row])
+    """(key name, instance) of occurrence ``g`` (those of its first event)."""
+    return str(names[code_first[g]]), int(inst_first[g])
 
 
 def _first_text(occs: _Occurrences, values: pd.Series | None) -> np.ndarray:
     """Per occurrence: its first non-missing value of ``values`` (as groupby ``first``
-    skips NA), or "" (everywhere when the column is absent)."""
+    skips NA), or "" (everywhere when the column is absent). Taken through the
+    column's codes: the result shares one ``str`` object per distinct value instead of
+    creating one per occurrence."""
     out = np.full(occs.count, "", dtype=object)
     if values is not None:
-        first = occs.first_valid(values.notna().to_numpy(dtype=bool))
+        codes, labels = _text_codes(values)
+        first = occs.first_valid(codes >= 0)
         found = first >= 0
-        out[found] = values.iloc[first[found]].to_numpy(dtype=object)
+        labels = np.asarray([str(v) for v in labels], dtype=object)
+        out[found] = labels[codes[first[found]]]
     return out
 
 

@@ -138,6 +138,12 @@ class Program:
         return combined, keys.iloc[np.flatnonzero(new)].reset_index(drop=True)
 
 
+def empty_members() -> pd.DataFrame:
+    """A members table with no rows (``MEMBER_COLUMNS``, their dtypes), referencing no
+    other table's arrays."""
+    return pd.DataFrame({name: np.zeros(0, dtype=dtype) for name, dtype in MEMBER_COLUMNS.items()})
+
+
 def make_program(
     occurrences: dict[str, np.ndarray | list],
     members: dict[str, np.ndarray | list],
@@ -152,34 +158,39 @@ def make_program(
     """Build a Program from column arrays, filling optional columns with their defaults
     (weight 1.0, tail False, has_* False with value 0, root -1, phase/stream "").
     ``take_columns``: the caller hands its arrays over (it keeps no reference that it
-    changes later), so the tables use them instead of copying them (peak memory)."""
+    changes later), so the tables use them instead of copying them, and the two dicts
+    are emptied as their columns are taken (peak memory: a text column's object array
+    is dropped once its str array is made)."""
     n = len(occurrences["op"])
     cols: dict[str, np.ndarray] = {}
-    defaults = {
-        "occ": np.arange(n, dtype=np.int64),
-        "root": np.full(n, -1, dtype=np.int64),
-        "phase": np.full(n, "", dtype=object),
-        "stream": np.full(n, "", dtype=object),
-        "overlap_ns": np.zeros(n, dtype=np.int64),
-        "has_overlap": np.zeros(n, dtype=bool),
-        "latency_ns": np.zeros(n, dtype=np.int64),
-        "has_latency": np.zeros(n, dtype=bool),
-        "weight": np.ones(n, dtype=np.float64),
-        "tail": np.zeros(n, dtype=bool),
+    defaults = {  # built only for a column not given
+        "occ": lambda: np.arange(n, dtype=np.int64),
+        "root": lambda: np.full(n, -1, dtype=np.int64),
+        "phase": lambda: np.full(n, "", dtype=object),
+        "stream": lambda: np.full(n, "", dtype=object),
+        "overlap_ns": lambda: np.zeros(n, dtype=np.int64),
+        "has_overlap": lambda: np.zeros(n, dtype=bool),
+        "latency_ns": lambda: np.zeros(n, dtype=np.int64),
+        "has_latency": lambda: np.zeros(n, dtype=bool),
+        "weight": lambda: np.ones(n, dtype=np.float64),
+        "tail": lambda: np.zeros(n, dtype=bool),
     }
     for name, dtype in OCCURRENCE_COLUMNS.items():
-        value = occurrences.get(name)
+        value = occurrences.pop(name, None) if take_columns else occurrences.get(name)
         if value is None:
             if name not in defaults:
                 raise ValueError(f"make_program needs column {name!r}")
-            value = defaults[name]
+            value = defaults[name]()
         cols[name] = np.asarray(value, dtype=object if dtype == "str" else dtype)
-    mcols = {name: np.asarray(members[name], dtype=dtype) for name, dtype in MEMBER_COLUMNS.items()}
+    mcols = {
+        name: np.asarray(members.pop(name) if take_columns else members[name], dtype=dtype)
+        for name, dtype in MEMBER_COLUMNS.items()
+    }
     return Program(
         occurrences=pd.DataFrame(
-            {
-                k: (pd.array(v, dtype="str") if OCCURRENCE_COLUMNS[k] == "str" else v)
-                for k, v in cols.items()
+            {  # each object array dropped once its str array is made
+                k: (pd.array(cols.pop(k), dtype="str") if dtype == "str" else cols.pop(k))
+                for k, dtype in OCCURRENCE_COLUMNS.items()
             },
             copy=not take_columns,
         ),

@@ -373,13 +373,10 @@ def _self_check(source: Program, doc: dict, budget: Budget, sig_ids: np.ndarray)
             if not np.array_equal(d.masks[name], measured):
                 fail(f"timing.{name}.measured")
             src = np.where(measured, src, 0)
-        err = np.abs(src - got)
-        if name == "skew":
-            per_occ = np.zeros(source.n, dtype=np.int64)
-            nonempty = d.sizes > 0
-            if len(err):  # members are contiguous per occurrence: max over each segment
-                per_occ[nonempty] = np.maximum.reduceat(err, d.member_offsets[:-1][nonempty])
-            err = per_occ
+        if name == "skew":  # members are contiguous per occurrence: max over each
+            err = _largest_member_error(src, got, d.member_offsets)
+        else:
+            err = np.abs(src - got)
         b = (
             np.zeros(source.n, np.int64)
             if lossless
@@ -389,6 +386,29 @@ def _self_check(source: Program, doc: dict, budget: Budget, sig_ids: np.ndarray)
     gap = occ["gap_ns"].to_numpy(dtype=np.int64)
     drift = np.cumsum(d.values["gap"]) - np.cumsum(gap)
     return int(np.abs(drift).max()) if len(drift) else 0
+
+
+_SELF_CHECK_MEMBERS = 1 << 20  # member events per step of the skew self-check
+
+
+def _largest_member_error(src: np.ndarray, got: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per occurrence (members ``offsets[i]:offsets[i + 1]``): the largest
+    ``|src - got|`` over its members, 0 for none; computed a block of occurrences at a
+    time (no whole-trace error array)."""
+    n = offsets.size - 1
+    out = np.zeros(n, dtype=np.int64)
+    g0 = 0
+    while g0 < n:
+        last = int(np.searchsorted(offsets, offsets[g0] + _SELF_CHECK_MEMBERS, "right")) - 1
+        g1 = min(n, max(g0 + 1, last))
+        m0, m1 = int(offsets[g0]), int(offsets[g1])
+        err = np.abs(src[m0:m1] - got[m0:m1])
+        starts = offsets[g0:g1] - m0
+        nonempty = offsets[g0 + 1 : g1 + 1] > offsets[g0:g1]
+        if err.size:
+            out[g0:g1][nonempty] = np.maximum.reduceat(err, starts[nonempty])
+        g0 = g1
+    return out
 
 
 def _raise_if_over(name: str, err: np.ndarray, budget: np.ndarray) -> None:

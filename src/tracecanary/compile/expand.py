@@ -235,14 +235,19 @@ def replayed_selection(program: Program, idx: np.ndarray, weights: np.ndarray) -
 
 def select_occurrences(program: Program, idx: np.ndarray, weights: np.ndarray) -> Program:
     """The occurrences ``idx`` (in that order) renumbered 0.., with the given weights.
-    Selecting every occurrence in order shares ``program``'s member table (the same
-    values a copy would hold: members are sorted by occurrence) instead of copying it."""
-    occ = program.occurrences.iloc[idx].reset_index(drop=True)
+    Selecting every occurrence in order shares ``program``'s columns and member table
+    (the same values a copy would hold: members are sorted by occurrence; the columns
+    set here replace, never modify, the shared ones) instead of copying them."""
+    every = len(idx) == program.n and np.array_equal(idx, np.arange(program.n))
+    if every:
+        occ = program.occurrences.copy(deep=False)
+    else:
+        occ = program.occurrences.iloc[idx].reset_index(drop=True)
     occ["occ"] = np.arange(len(idx), dtype=np.int64)
     occ["weight"] = np.asarray(weights, dtype=np.float64)
     occ["logical_occ"] = np.asarray(idx, dtype=np.int64)
     mem = program.members
-    if len(idx) == program.n and np.array_equal(idx, np.arange(program.n)):
+    if every:
         new_mem = mem
     else:
         mocc = mem["occ"].to_numpy(dtype=np.int64)

@@ -22,7 +22,7 @@ import numpy as np
 SENTINEL = np.int64(1 << 62)
 MAX_VALUE = 1 << 60  # values and budgets must stay below this (~36 years in ns)
 LIFT_LEVELS = 11  # one lifting pass extends an interval by up to 2^(L+1)-1 rows
-TABLE_BYTES = 192 << 20  # memory allowance for one column batch of sparse tables
+TABLE_BYTES = 32 << 20  # memory allowance for the sparse tables of one window of rows
 
 
 def _tables(hi: np.ndarray, lo: np.ndarray, levels: int) -> tuple[list, list]:
@@ -100,19 +100,34 @@ def partition(
     if len(active):
         longest = int((ends - starts_all).max())
         levels = max(0, min(LIFT_LEVELS, int(np.floor(np.log2(longest)))))
-        per_col = 16 * rows * (levels + 2)
+        # a lift from start s reads table rows below s + reach only: the starts are
+        # lifted a window of rows at a time over tables of that window plus reach rows
+        # (the same ends as whole-matrix tables; memory bounded by TABLE_BYTES)
+        reach = 1 << (levels + 1)
+        window = max(reach, int(TABLE_BYTES // (16 * (levels + 2) * cols)))
+        per_col = 16 * min(rows, window + reach) * (levels + 2)
         batch = max(1, int(TABLE_BYTES // max(per_col, 1)))
         starts = starts_all[active]
-        for c0 in range(0, cols, batch):
-            sl = slice(c0, min(cols, c0 + batch))
-            hi, lo = _hi_lo(values[:, sl], None if measured is None else measured[:, sl])
-            mx, mn = _tables(hi, lo, levels)
-            thr = 2 * budgets[starts, sl]
-            cmx = np.full((len(starts), hi.shape[1]), -SENTINEL, dtype=np.int64)
-            cmn = np.full((len(starts), hi.shape[1]), SENTINEL, dtype=np.int64)
-            pos, _, _ = _lift(mx, mn, starts.copy(), cmx, cmn, thr, rows, levels)
-            ends[active] = np.minimum(ends[active], pos)
-            del mx, mn
+        for r0 in range(0, rows, window):
+            i0, i1 = np.searchsorted(starts, [r0, r0 + window])
+            if i0 == i1:
+                continue
+            here = active[i0:i1]
+            # table origin: at most r0, and at least 2^levels rows before the end
+            t0 = min(r0, max(0, rows - reach))
+            t1 = min(rows, r0 + window + reach)
+            for c0 in range(0, cols, batch):
+                sl = slice(c0, min(cols, c0 + batch))
+                hi, lo = _hi_lo(
+                    values[t0:t1, sl], None if measured is None else measured[t0:t1, sl]
+                )
+                mx, mn = _tables(hi, lo, levels)
+                thr = 2 * budgets[starts[i0:i1], sl]
+                cmx = np.full((i1 - i0, hi.shape[1]), -SENTINEL, dtype=np.int64)
+                cmn = np.full((i1 - i0, hi.shape[1]), SENTINEL, dtype=np.int64)
+                pos, _, _ = _lift(mx, mn, starts[i0:i1] - t0, cmx, cmn, thr, t1 - t0, levels)
+                ends[here] = np.minimum(ends[here], pos + t0)
+                del mx, mn, hi, lo
     cap = (1 << (levels + 1)) - 1
     if not len(active):
         return starts_all

@@ -175,17 +175,9 @@ def _member_skews(program: Program, n: int) -> tuple[np.ndarray, np.ndarray]:
     return max_skew, wait_sum
 
 
-def prepare(program: Program, ablations=()) -> Prepared:
-    """Configuration-independent arrays of ``program`` with ``ablations`` applied.
-
-    Ablations (simulator controls, not physical interventions): ``tail`` drops tail
-    occurrences (the others keep their issue times); ``order`` stably sorts the
-    remaining occurrences by signature id while issue times stay in place (each
-    occurrence's own attributes, skews and overlap travel with it); ``skew`` sets every
-    skew to 0; ``overlap`` removes all compute overlap. The model ablations
-    (``MODEL_ABLATIONS``) act in ``simulate``.
-    """
-    abl = normalize_ablations(ablations)
+def _checked_columns(program: Program) -> tuple[np.ndarray, ...]:
+    """(gap, weight, group_size, bytes, overlap, has_overlap) of every occurrence, after
+    the occurrence-level refusals ``prepare`` makes (in its order)."""
     occ_df = program.occurrences
     n = program.n
     gap = occ_df["gap_ns"].to_numpy(np.int64)
@@ -216,6 +208,38 @@ def prepare(program: Program, ablations=()) -> Prepared:
     if (has_overlap_all & (overlap_all < 0)).any():
         bad = _first_bad(has_overlap_all & (overlap_all < 0))
         raise InputError("negative overlap", record=f"occurrence {bad}", field="overlap_ns")
+    return gap, weight_all, gsize_all, bytes_all, overlap_all, has_overlap_all
+
+
+def member_skews(program: Program) -> tuple[np.ndarray, np.ndarray]:
+    """(max skew, sum over members of (max skew - skew)) per occurrence of ``program``:
+    all that ``prepare`` reads of its members. Refuses what ``prepare`` refuses, in its
+    order (the occurrence columns first, then the members)."""
+    _checked_columns(program)
+    return _member_skews(program, program.n)
+
+
+def prepare(
+    program: Program,
+    ablations=(),
+    *,
+    skews: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Prepared:
+    """Configuration-independent arrays of ``program`` with ``ablations`` applied.
+    ``skews``: ``member_skews(program)`` when the caller already has it (then the
+    members table is not read, and the caller may have dropped it).
+
+    Ablations (simulator controls, not physical interventions): ``tail`` drops tail
+    occurrences (the others keep their issue times); ``order`` stably sorts the
+    remaining occurrences by signature id while issue times stay in place (each
+    occurrence's own attributes, skews and overlap travel with it); ``skew`` sets every
+    skew to 0; ``overlap`` removes all compute overlap. The model ablations
+    (``MODEL_ABLATIONS``) act in ``simulate``.
+    """
+    abl = normalize_ablations(ablations)
+    occ_df = program.occurrences
+    n = program.n
+    gap, weight_all, gsize_all, bytes_all, overlap_all, has_overlap_all = _checked_columns(program)
 
     issue_all = np.cumsum(gap, dtype=np.int64)
     if not program.skew_known:
@@ -225,7 +249,7 @@ def prepare(program: Program, ablations=()) -> Prepared:
     else:
         skew_status = "simulated"
     if skew_status == "simulated":
-        max_skew, wait_sum = _member_skews(program, n)
+        max_skew, wait_sum = skews if skews is not None else _member_skews(program, n)
     else:
         max_skew = np.zeros(n, dtype=np.int64)
         wait_sum = np.zeros(n, dtype=np.int64)

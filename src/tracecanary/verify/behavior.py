@@ -24,7 +24,7 @@ Each check is ``{config, metric, source, canary, tolerance, pass}``; a check pas
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,7 +32,7 @@ import numpy as np
 from tracecanary.formats.ids import VERIFICATION_FORMAT as FORMAT
 from tracecanary.formats.schemas import validate
 from tracecanary.limits import load_yaml
-from tracecanary.program import Program
+from tracecanary.program import Program, empty_members
 from tracecanary.verify.claims import (
     BEHAVIOR_UNJUDGED,
     skew_budget_ns,
@@ -102,14 +102,17 @@ def replay_program(program: Program, backends, names=None) -> Replay:
     return replay_prepared(*prepare_replay(program), backends, names)
 
 
-def prepare_replay(program: Program) -> tuple[Prepared, np.ndarray, np.ndarray]:
+def prepare_replay(
+    program: Program, skews: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[Prepared, np.ndarray, np.ndarray]:
     """What a replay of ``program`` needs of it: the simulator's prepared arrays, and
     the logical occurrence id and weight of each simulated position. Nothing of
     ``program`` is referenced by the result, so a caller that owns ``program`` can free
-    it before the replay (``replay_prepared``)."""
+    it before the replay (``replay_prepared``). ``skews``: ``sim.engine.member_skews``
+    of ``program``, when its members table was dropped after taking them."""
     from tracecanary.sim.engine import prepare
 
-    prep = prepare(program)
+    prep = prepare(program, skews=skews)
     occ = program.occurrences
     logical = (
         occ["logical_occ"].to_numpy(np.int64)
@@ -307,6 +310,7 @@ def verify_behavior(
     ``replays_out``: when given, receives the replays the checks compared (``source`` and
     ``canary``, ``Replay`` each), so a caller can say what a failed check stems from."""
     from tracecanary.compile.expand import executed_program, expand_canary
+    from tracecanary.sim.engine import member_skews
     from tracecanary.verify.commitments import verify_commitments
 
     names = config_names or None
@@ -323,7 +327,12 @@ def verify_behavior(
     executed_skew = (executed.skew_known, executed.skew_reason)
     executed_n = executed.n
     logical_total = float(np.sum(executed.occurrences["weight"].to_numpy()))
-    prepared = prepare_replay(executed)
+    # all a replay reads of the members is two numbers per occurrence: take them and
+    # drop the member table before the prepared arrays are built
+    skews = member_skews(executed) if executed.skew_known else None
+    executed = replace(executed, members=empty_members())  # a slice would keep the arrays
+    prepared = prepare_replay(executed, skews)
+    del skews
     del executed
     can = replay_prepared(*prepared, backends, names)
     del prepared
