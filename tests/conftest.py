@@ -156,3 +156,23 @@ def tiny_campaign(tmp_path_factory):
     run = run_snakemake(workdir)
     assert run.returncode == 0, run.stderr[-3000:]
     return workdir
+
+
+GLOO_LADDER_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+
+
+@pytest.fixture(scope="session")
+def gloo_float32_ladders(tmp_path_factory) -> dict[str, str]:
+    """Real gloo float32 ladders at 2 ranks, 256 B-4 MiB, factor 4, 3 cycles, one per
+    collective in GLOO_LADDER_COLLECTIVES (real torch.distributed runs), swept once for
+    every test that prices from them without changing them."""
+    root = tmp_path_factory.mktemp("gloo-ladders")
+    out = {}
+    for coll in GLOO_LADDER_COLLECTIVES:
+        d = root / coll
+        argv = ["sweep", "--collective", coll, "--min-bytes", "256", "--max-bytes", "4M"]
+        argv += ["--factor", "4", "--warmup", "1", "--iters", "2", "--cycles", "3"]
+        argv += ["--backend", "gloo", "--nproc", "2", "--quiet", "-o", str(d)]
+        assert main(argv) == 0
+        out[coll] = str(d)
+    return out

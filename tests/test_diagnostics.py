@@ -1,7 +1,7 @@
 """``--diagnostics-json PATH``: a tracecanary.diagnostics/v1 document with the failed
 checks, their numbers and the fix, written on exit 1 as on exit 0, never on exit 2.
-Real CLI runs on the shipped adversarial trace and a real decode capture merged without
-a calibration (skew unknown)."""
+Real CLI runs on the shipped adversarial trace, a real decode capture merged without
+a calibration (skew unknown), and a real 2-rank gloo replay that loses a rank."""
 
 from __future__ import annotations
 
@@ -224,15 +224,18 @@ def test_every_claim_checking_command_offers_diagnostics_json():
 
 
 @pytest.mark.slow
-def test_failed_physical_attempt_writes_diagnostics_naming_the_fix(work, run_cli):
-    export = work / "param"
-    assert run_cli("export-param", work / "canary.json", "-o", export)[0] == 0
+def test_failed_physical_attempt_writes_diagnostics_naming_the_fix(tmp_path, run_cli):
+    from tracecanary.physical.samples import sample_program, write_program
+
+    # the smallest real replay that can lose a rank: the 2-rank sample program
+    export = write_program(tmp_path / "param", sample_program(2))
+    work = tmp_path
     out = work / "phys.json"
     code, _, err = run_cli(
         "replay-physical",
         export,
         "--nproc",
-        "4",
+        "2",
         "--iters",
         "1",
         "--fault",

@@ -72,25 +72,21 @@ def test_manifest_verify_detects_an_edited_manifest(campaign_copy, run_cli):
     assert code == 1 and "manifest root_sha256" in out
 
 
-def test_manifest_regenerate_reproduces_every_derived_artifact_bit_for_bit(
+def test_pack_unpack_elsewhere_then_regenerate_reproduces_every_derived_artifact_bit_for_bit(
     campaign, tmp_path, run_cli
 ):
-    code, out, _ = run_cli(
-        "manifest", "regenerate", campaign / MANIFEST, "--workdir", tmp_path / "regen"
-    )
-    assert code == 0, out
-    assert "mismatched" not in out.split("\n", 1)[1].rsplit("\n", 2)[0]
-    assert " 0 mismatched" in out
-
-
-def test_pack_then_unpack_then_regenerate_elsewhere(campaign, tmp_path, run_cli):
+    # one regeneration (the slowest step here) from the unpacked evidence alone: it proves
+    # both that the archive carries everything needed and that every derived artifact
+    # comes back bit for bit (formerly two tests regenerating the same manifest)
     assert run_cli("manifest", "pack", campaign / MANIFEST, "-o", tmp_path / "c.tar.gz")[0] == 0
     assert run_cli("manifest", "unpack", tmp_path / "c.tar.gz", "-o", tmp_path / "lab")[0] == 0
     assert not (tmp_path / "lab/results/tiny/ingest").exists()  # only evidence travels
     code, out, _ = run_cli(
         "manifest", "regenerate", tmp_path / "lab" / MANIFEST, "--workdir", tmp_path / "regen"
     )
-    assert code == 0 and " 0 mismatched" in out, out
+    assert code == 0, out
+    assert "mismatched" not in out.split("\n", 1)[1].rsplit("\n", 2)[0]
+    assert " 0 mismatched" in out
 
 
 def test_reviewer_rerun_of_one_rule_gives_the_manifest_digest(campaign_copy):

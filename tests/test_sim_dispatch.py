@@ -142,15 +142,12 @@ def test_calibration_program_repeats_every_step_transition_of_the_priced_program
 
 
 @pytest.mark.slow
-def test_calibrate_backends_measures_dispatch_from_a_real_calibration_replay(tmp_path):
+def test_calibrate_backends_measures_dispatch_from_a_real_calibration_replay(
+    tmp_path, gloo_float32_ladders
+):
     program = write_program(tmp_path / "p", bench_program(2, motifs=1))
-    ladders = []
-    for coll in ("all_reduce", "all_gather", "reduce_scatter"):
-        d = tmp_path / coll
-        argv = ["sweep", "--collective", coll, "--min-bytes", "1K", "--max-bytes", "4M"]
-        argv += ["--factor", "4", "--warmup", "1", "--iters", "2", "--cycles", "3"]
-        assert main([*argv, "--backend", "gloo", "--nproc", "2", "-o", str(d)]) == 0
-        ladders.append(str(d))
+    # real gloo ladders of the program's collectives (the session's shared sweep)
+    ladders = [gloo_float32_ladders[c] for c in ("all_reduce", "all_gather", "reduce_scatter")]
     cal, attempt = tmp_path / "cal", tmp_path / "attempt"
     assert main(["dispatch-program", str(program), "--config", "native", "--physical-configs",
                  str(PHYSICAL_YAML), "--repeats", "2", "-o", str(cal)]) == 0  # fmt: skip

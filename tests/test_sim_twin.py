@@ -19,18 +19,10 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduc
 
 
 @pytest.fixture(scope="module")
-def gloo_ladders(tmp_path_factory) -> list[str]:
-    """float32 ladders of the bench program's collectives (and the decomposition's), 2 ranks."""
-    root = tmp_path_factory.mktemp("ladders")
-    out = []
-    for coll in COLLECTIVES:
-        d = root / coll
-        argv = ["sweep", "--collective", coll, "--min-bytes", "256", "--max-bytes", "4M"]
-        argv += ["--factor", "4", "--warmup", "1", "--iters", "2", "--cycles", "3"]
-        argv += ["--backend", "gloo", "--nproc", "2", "-o", str(d)]
-        assert main(argv) == 0
-        out.append(str(d))
-    return out
+def gloo_ladders(gloo_float32_ladders) -> list[str]:
+    """float32 ladders of the bench program's collectives (and the decomposition's), 2 ranks,
+    256 B-4 MiB (the session's shared sweep, conftest.gloo_float32_ladders)."""
+    return [gloo_float32_ladders[coll] for coll in COLLECTIVES]
 
 
 @pytest.fixture(scope="module")

@@ -121,11 +121,16 @@ LADDERS = ("scatter", "gather", "all_gather", "reduce_scatter")
 
 
 @pytest.fixture(scope="module")
-def ladders(tmp_path_factory) -> dict[str, str]:
-    """float32 ladders at 2 ranks, 1-64 KiB, factor 4, 2 cycles (real torch.distributed)."""
+def ladders(tmp_path_factory, gloo_float32_ladders) -> dict[str, str]:
+    """float32 ladders at 2 ranks (real torch.distributed): scatter and gather swept here,
+    1-64 KiB, factor 4, 2 cycles; all_gather and reduce_scatter from the session's shared
+    sweep (conftest.gloo_float32_ladders, 256 B-4 MiB)."""
     root = tmp_path_factory.mktemp("sg_ladders")
     out = {}
     for coll in LADDERS:
+        if coll in gloo_float32_ladders:
+            out[coll] = gloo_float32_ladders[coll]
+            continue
         d = root / coll
         argv = ["sweep", "--collective", coll, "--min-bytes", "1K", "--max-bytes", "64K"]
         argv += ["--factor", "4", "--warmup", "1", "--iters", "2", "--cycles", "2"]
