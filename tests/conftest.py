@@ -167,12 +167,19 @@ def gloo_float32_ladders(tmp_path_factory) -> dict[str, str]:
     collective in GLOO_LADDER_COLLECTIVES (real torch.distributed runs), swept once for
     every test that prices from them without changing them."""
     root = tmp_path_factory.mktemp("gloo-ladders")
-    out = {}
-    for coll in GLOO_LADDER_COLLECTIVES:
-        d = root / coll
-        argv = ["sweep", "--collective", coll, "--min-bytes", "256", "--max-bytes", "4M"]
-        argv += ["--factor", "4", "--warmup", "1", "--iters", "2", "--cycles", "3"]
-        argv += ["--backend", "gloo", "--nproc", "2", "--quiet", "-o", str(d)]
-        assert main(argv) == 0
-        out[coll] = str(d)
-    return out
+    return {
+        coll: sweep_gloo_ladder(root / coll, coll, "256", "4M", cycles=3)
+        for coll in GLOO_LADDER_COLLECTIVES
+    }
+
+
+def sweep_gloo_ladder(
+    out: Path, collective: str, min_bytes: str, max_bytes: str, cycles: int
+) -> str:
+    """A real gloo float32 ladder of ``collective`` at 2 ranks (factor 4, 1 warm-up and
+    2 timed iterations per rung) written to ``out``; its path."""
+    argv = ["sweep", "--collective", collective, "--min-bytes", min_bytes]
+    argv += ["--max-bytes", max_bytes, "--factor", "4", "--warmup", "1", "--iters", "2"]
+    argv += ["--cycles", str(cycles), "--backend", "gloo", "--nproc", "2", "--quiet"]
+    assert main([*argv, "-o", str(out)]) == 0
+    return str(out)

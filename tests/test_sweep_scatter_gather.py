@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import sweep_gloo_ladder
 from test_alphabeta_nccltests import SIZES, ladder_times, synth_run
 
 from tracecanary.alphabeta.ladder import busbw_factor
@@ -131,12 +132,7 @@ def ladders(tmp_path_factory, gloo_float32_ladders) -> dict[str, str]:
         if coll in gloo_float32_ladders:
             out[coll] = gloo_float32_ladders[coll]
             continue
-        d = root / coll
-        argv = ["sweep", "--collective", coll, "--min-bytes", "1K", "--max-bytes", "64K"]
-        argv += ["--factor", "4", "--warmup", "1", "--iters", "2", "--cycles", "2"]
-        argv += ["--backend", "gloo", "--nproc", "2", "--quiet", "-o", str(d)]
-        assert main(argv) == 0
-        out[coll] = str(d)
+        out[coll] = sweep_gloo_ladder(root / coll, coll, "1K", "64K", cycles=2)
     return out
 
 
