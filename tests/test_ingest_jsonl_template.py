@@ -232,7 +232,7 @@ def test_ingest_matches_the_streaming_json_reader_on_hostile_lines(
 
 
 @pytest.mark.parametrize("body", [b"", b"\n", b"  \n\n"])
-def test_a_json_lines_trace_without_events_is_refused_as_the_json_form_is(tmp_path, body):
+def test_a_json_lines_trace_without_events_is_refused_as_the_json_form_is(tmp_path, body, run_cli):
     """A header and nothing but whitespace: the JSON form's refusal (no collectives,
     named field ``events``), where pyarrow's streaming reader said only "Empty JSON
     stream" at record 0."""
@@ -249,6 +249,9 @@ def test_a_json_lines_trace_without_events_is_refused_as_the_json_form_is(tmp_pa
         refusals.append(caught.value.one_line().replace(str(path), "FILE"))
     assert refusals[0] == refusals[1]
     assert "field events: no collectives found: the trace has no events" in refusals[0]
+    out = tmp_path / "cli.parquet"
+    code, _, err = run_cli("ingest", lines, "-o", out)
+    assert code == 2 and "the trace has no events" in err and not out.exists()
 
 
 @pytest.mark.parametrize("batch_bytes", [1 << 24, 1 << 16, 700, 100])
