@@ -89,11 +89,18 @@ def run_cli(capsys):
     return _run
 
 
-def make_tiny_campaign(workdir, events_per_rank: int = 300, *, with_alphabeta: bool = True):
-    """A 4-rank decode capture set + calibration + config/tiny.yaml under ``workdir``
-    (compile, verify, search, replay, compare, summary; one real nccl-tests ladder for
-    alpha/beta plots when ../shared is present)."""
-    docs, calibration = build_decode(DecodeSpec(events_per_rank=events_per_rank))
+def make_tiny_campaign(
+    workdir,
+    events_per_rank: int = 300,
+    *,
+    with_alphabeta: bool = True,
+    spec: DecodeSpec | None = None,
+):
+    """A decode capture set (4 ranks, ``events_per_rank`` each, unless ``spec`` says
+    otherwise) + calibration + config/tiny.yaml under ``workdir`` (compile, verify,
+    search, replay, compare, summary; one real nccl-tests ladder for alpha/beta plots when
+    ../shared is present)."""
+    docs, calibration = build_decode(spec or DecodeSpec(events_per_rank=events_per_rank))
     captures = []
     for rank, doc in enumerate(docs):
         path = workdir / "resources" / f"rank{rank}.jsonl.gz"
@@ -128,8 +135,15 @@ def make_tiny_campaign(workdir, events_per_rank: int = 300, *, with_alphabeta: b
     (workdir / "config" / "tiny.yaml").write_text(yaml.safe_dump(config))
 
 
+SNAKEMAKE_CORES = 2
+"""Cores a test's Snakemake run may use: the README's ``snakemake --cores 2`` and the CI
+machine's two cores. Independent jobs run side by side; the rules that launch ranks (sweep,
+replay_physical, replay_dispatch, replay_param) claim every core, so they still run alone.
+A test passing ``--cores`` itself overrides this (the last one given counts)."""
+
+
 def run_snakemake(workdir, *extra, configfile="config/tiny.yaml"):
-    """A real Snakemake run of the project workflow in ``workdir``."""
+    """A real Snakemake run of the project workflow in ``workdir`` (SNAKEMAKE_CORES)."""
     cmd = [
         sys.executable,
         "-m",
@@ -142,7 +156,7 @@ def run_snakemake(workdir, *extra, configfile="config/tiny.yaml"):
         configfile,
         "--quiet",  # before an option: Snakemake 9's --quiet takes optional values
         "--cores",
-        "1",
+        str(SNAKEMAKE_CORES),
         *extra,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=workdir)

@@ -255,6 +255,40 @@ def test_median_and_p95_are_over_cycles():
     assert rungs["n_cycles"].iloc[0] == 5
 
 
+def test_rung_statistics_are_numpys_per_rung_when_rungs_differ_in_cycles_and_values():
+    """The rungs are summarized together; each rung's p95 and spread stay exactly numpy's
+    on that rung's cycle means alone (3, 2, 1 and 3 cycles; an infinite sample; a
+    (bytes, cycle) sampled twice is averaged first; wrong counts summed, unchecked kept
+    apart from zero)."""
+    inf = float("inf")
+    per_rung = {
+        8: ([3.0, 1.0, 2.0], [0, 1, 2], [0, None, 2]),
+        64: ([5.5, 7.25], [0, 1], [None, None]),
+        512: ([9.0], [0], [0]),
+        4096: ([1.0, inf, 2.0], [0, 1, 2], [0, 0, 0]),
+    }
+    sizes, times, cycles, wrong = [], [], [], []
+    for size, (t, c, w) in per_rung.items():
+        sizes += [size] * len(t)
+        times, cycles, wrong = times + t, cycles + c, wrong + w
+    sizes, times, cycles, wrong = sizes + [8], times + [4.0], cycles + [0], wrong + [1]
+    rows = _ladder(sizes, times, cycles=cycles, wrong=pd.array(wrong, dtype="Int64"))
+    with np.errstate(invalid="ignore"):
+        rungs = summarize_rungs(rows, cv_max_pct=5.0).set_index("bytes")
+    cycle_means = {8: [3.5, 1.0, 2.0], 64: [5.5, 7.25], 512: [9.0], 4096: [1.0, inf, 2.0]}
+    for size, means in cycle_means.items():
+        with np.errstate(invalid="ignore"):
+            p95 = np.percentile(means, 95)
+            cv = np.std(means, ddof=1) / np.mean(means) * 100 if len(means) > 1 else np.nan
+        assert rungs.loc[size, "n_cycles"] == len(means)
+        assert np.array_equal([rungs.loc[size, "p95_us"]], [p95], equal_nan=True), size
+        assert np.array_equal([rungs.loc[size, "cv_pct"]], [cv], equal_nan=True), size
+    assert rungs["wrong_total"].tolist() == [3, pd.NA, 0, 0]
+    assert rungs["correctness_checked"].tolist() == [True, False, True, True]
+    assert rungs["excluded"].tolist() == ["correctness_failed", None, None, None]
+    assert rungs["first_line"].tolist() == [1, 4, 6, 7]
+
+
 def test_correctness_failed_rungs_are_excluded_from_fits():
     sizes = [1 << k for k in range(20, 26)]
     times = [20 + s / 1e5 for s in sizes]

@@ -292,7 +292,7 @@ def test_campaign_switch_replays_canary_and_full_in_upstream_beside_ours(tmp_pat
         },
     }
     (tmp_path / "config" / "tiny.yaml").write_text(yaml.safe_dump(config))
-    run = run_snakemake(tmp_path, "--cores", "1", "results/tiny/physical/ops.md")
+    run = run_snakemake(tmp_path, "results/tiny/physical/ops.md")
     assert run.returncode == 0, run.stderr[-3000:]
     for program in ("canary", "full"):
         attempt = tmp_path / f"results/tiny/physical-param/ops/{program}/rep1/attempt.json"

@@ -10,29 +10,24 @@ import pytest
 import yaml
 from conftest import REPO, make_tiny_campaign, run_snakemake
 
-from tracecanary.canonical import write_json
-from tracecanary.synth.decode import DecodeSpec, build_decode
-from tracecanary.trace_io import write_trace
+from tracecanary.synth.decode import DecodeSpec
 
 
 @pytest.mark.slow
 def test_campaign_reports_simulator_vs_machine_from_its_own_ladders(tmp_path):
-    make_tiny_campaign(tmp_path, with_alphabeta=False)
     # the tiny campaign's decode captures, sized for replay on CPUs (resources/decode-small's
-    # shape: 2 layers, hidden 1024, 512-token prompt), one request of ~200 collectives per rank
-    docs, calibration = build_decode(
-        DecodeSpec(events_per_rank=200, layers=2, hidden=1024, requests=1, prompt_tokens=512,
-                   tail_windows=1)
-    )  # fmt: skip
-    for rank, doc in enumerate(docs):
-        write_trace(doc, tmp_path / "resources" / f"rank{rank}.jsonl.gz")
-    write_json(tmp_path / "resources" / "calibration.json", calibration)
+    # shape: 2 layers, hidden 1024, 512-token prompt), one request of ~200 collectives per
+    # rank; 2 ranks on 2 hosts (one per CPU core), so every launch starts 2 workers, not 4
+    spec = DecodeSpec(events_per_rank=200, layers=2, hidden=1024, requests=1, prompt_tokens=512,
+                      tail_windows=1, ranks=2, ranks_per_host=1)  # fmt: skip
+    make_tiny_campaign(tmp_path, with_alphabeta=False, spec=spec)
     config_file = tmp_path / "config" / "tiny.yaml"
     config = yaml.safe_load(config_file.read_text())
     ladder = {"factor": 4, "warmup": 1, "iters": 2, "cycles": 3}
     config["physical"] = {
         "sources": ["decode"],
         "configs": ["native", "fused64k"],
+        "nproc": spec.ranks,
         "repetitions": 3,
         "warmup": 0,
         "iters": 1,

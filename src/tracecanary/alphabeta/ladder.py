@@ -148,39 +148,79 @@ def summarize_rungs(rows: pd.DataFrame, *, cv_max_pct: float) -> pd.DataFrame:
         raise ValueError("empty ladder")
     collective = rows["collective"].iloc[0]
     world_size = int(rows["world_size"].iloc[0])
-    per_cycle = rows.groupby(["bytes", "cycle"], sort=True).agg(
-        time_us=("time_us", "mean"),
-        wrong=("wrong", lambda s: s.sum(min_count=1)),
-        line=("line", "min"),
-    )
-    per_cycle = per_cycle.reset_index()
-    grouped = per_cycle.groupby("bytes", sort=True)
-    stats = grouped.agg(
-        n_cycles=("time_us", "size"),
-        median_us=("time_us", "median"),
-        p95_us=("time_us", lambda s: float(np.percentile(s.to_numpy(), 95))),
-        mean_us=("time_us", "mean"),
-        std_us=("time_us", lambda s: float(np.std(s.to_numpy(), ddof=1)) if len(s) > 1 else np.nan),
-        wrong_total=("wrong", lambda s: s.astype("Int64").sum(min_count=1)),
-        first_line=("line", "min"),
+    # the same pandas group reductions (mean, median) on the same frames as always, so
+    # their floating-point results are unchanged; the rest is exact integer arithmetic or
+    # numpy's percentile and standard deviation on each rung's samples, as before
+    by_cycle = rows.groupby(["bytes", "cycle"], sort=True)
+    per_cycle = pd.DataFrame(
+        {
+            "time_us": by_cycle["time_us"].mean(),
+            "wrong": by_cycle["wrong"].sum(min_count=1),
+            "line": by_cycle["line"].min(),
+        }
     ).reset_index()
-    stats["wrong_total"] = stats["wrong_total"].astype("Int64")
-    cv = (stats["std_us"] / stats["mean_us"] * 100.0).to_numpy(dtype=np.float64)
-    stats["cv_pct"] = cv
-    stats["unstable"] = pd.Series(
-        [None if np.isnan(v) else bool(v > cv_max_pct) for v in cv], dtype=object, index=stats.index
+    by_rung = per_cycle.groupby("bytes", sort=True)["time_us"]
+    median_us = by_rung.median().to_numpy(dtype=np.float64)
+    mean_us = by_rung.mean().to_numpy(dtype=np.float64)
+    bytes_ = per_cycle["bytes"].to_numpy(dtype=np.int64)
+    time_us = per_cycle["time_us"].to_numpy(dtype=np.float64)
+    starts = np.flatnonzero(np.r_[True, bytes_[1:] != bytes_[:-1]])
+    n_cycles = np.diff(np.r_[starts, len(bytes_)]).astype(np.int64)
+    p95_us, std_us = _rung_p95_and_std(time_us, starts)
+    wrong = per_cycle["wrong"].astype("Int64").array
+    checked = np.add.reduceat((~wrong.isna()).astype(np.int64), starts)
+    wrong_sum = np.add.reduceat(wrong.fillna(0).to_numpy(dtype=np.int64), starts)
+    wrong_total = pd.array(wrong_sum, dtype="Int64")
+    wrong_total[checked == 0] = pd.NA
+    rung_bytes = bytes_[starts]
+    with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 -> NaN, x/0 -> inf as pandas
+        cv = std_us / mean_us * 100.0
+    algbw = algbw_gbps(rung_bytes, median_us)
+    failed = wrong_total.fillna(0).to_numpy(dtype=np.int64) > 0
+    return pd.DataFrame(
+        {
+            "bytes": rung_bytes,
+            "n_cycles": n_cycles,
+            "median_us": median_us,
+            "p95_us": p95_us,
+            "wrong_total": wrong_total,
+            "first_line": np.minimum.reduceat(per_cycle["line"].to_numpy(dtype=np.int64), starts),
+            "cv_pct": cv,
+            "unstable": pd.Series(
+                [None if np.isnan(v) else bool(v > cv_max_pct) for v in cv], dtype=object
+            ),
+            "algbw_gbps": algbw,
+            "busbw_gbps": algbw * busbw_factor(collective, world_size),
+            "correctness_checked": checked > 0,
+            "excluded": pd.Series(
+                [
+                    EXCLUDED_CORRECTNESS if f else (EXCLUDED_ZERO_BYTES if b == 0 else None)
+                    for f, b in zip(failed, rung_bytes, strict=True)
+                ],
+                dtype=object,
+            ),
+        }
     )
-    stats["algbw_gbps"] = algbw_gbps(stats["bytes"].to_numpy(), stats["median_us"].to_numpy())
-    stats["busbw_gbps"] = stats["algbw_gbps"] * busbw_factor(collective, world_size)
-    stats["correctness_checked"] = stats["wrong_total"].notna().to_numpy()
-    failed = stats["wrong_total"].fillna(0).to_numpy(dtype=np.int64) > 0
-    zero = stats["bytes"].to_numpy() == 0
-    stats["excluded"] = pd.Series(
-        [
-            EXCLUDED_CORRECTNESS if f else (EXCLUDED_ZERO_BYTES if z else None)
-            for f, z in zip(failed, zero, strict=True)
-        ],
-        dtype=object,
-        index=stats.index,
-    )
-    return stats.drop(columns=["mean_us", "std_us"])
+
+
+def _rung_p95_and_std(time_us: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per rung (``time_us[starts[i]:starts[i + 1]]``): numpy's 95th percentile (linear
+    interpolation) and sample standard deviation (NaN for one sample). Finite rungs with the
+    same number of samples go through numpy together, one row each (the same values); a
+    rung holding inf or NaN goes alone, so numpy warns about it in the same words."""
+    sizes = np.diff(np.r_[starts, len(time_us)])
+    p95 = np.empty(len(starts), dtype=np.float64)
+    std = np.full(len(starts), np.nan, dtype=np.float64)
+    finite = np.logical_and.reduceat(np.isfinite(time_us), starts)
+    for size in np.unique(sizes[finite]):
+        which = np.flatnonzero(finite & (sizes == size))
+        samples = time_us[starts[which][:, None] + np.arange(size)[None, :]]
+        p95[which] = np.percentile(samples, 95, axis=1)
+        if size > 1:
+            std[which] = np.std(samples, axis=1, ddof=1)
+    for i in np.flatnonzero(~finite):
+        rung = time_us[starts[i] : starts[i] + sizes[i]]
+        p95[i] = float(np.percentile(rung, 95))
+        if len(rung) > 1:
+            std[i] = float(np.std(rung, ddof=1))
+    return p95, std
