@@ -7,12 +7,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tracecanary.load import MATCHING_COLUMNS, load_program, read_matching_columns
+from tracecanary.errors import InputError, MergeError
+from tracecanary.load import (
+    MATCHING_COLUMNS,
+    ParquetColumns,
+    load_program,
+    read_matching_columns,
+    read_matching_series,
+)
 from tracecanary.matching import build_program
+from tracecanary.parquet_io import exact_nullable_int
+from tracecanary.program import MEMBER_COLUMNS, make_program
 
 REPO = Path(__file__).resolve().parents[1]
 ADVERSARIAL = REPO / "resources" / "traces" / "adversarial.json"
@@ -72,3 +82,69 @@ def test_unreadable_table_is_refused_in_one_line_and_nothing_is_written(tmp_path
     assert len(err.strip().splitlines()) == 1
     assert "unreadable Parquet" in err and str(table) in err
     assert not out.exists()
+
+
+def _ingested(tmp_path, run_cli) -> Path:
+    table = tmp_path / "t.parquet"
+    code, _, err = run_cli("ingest", str(ADVERSARIAL), "-o", str(table))
+    assert code == 0, err
+    return table
+
+
+def test_columns_are_read_from_the_file_only_when_matching_asks_for_them(tmp_path, run_cli):
+    table = _ingested(tmp_path, run_cli)
+    lazy = ParquetColumns(table)
+    assert list(lazy) == [c for c in pq.read_schema(table).names if c in MATCHING_COLUMNS]
+    assert "latency_ns" in lazy and lazy._read == {}  # membership reads nothing
+    del lazy["latency_ns"]
+    assert "latency_ns" not in lazy and lazy._read == {}  # dropped unread
+    rank = lazy["rank"]
+    assert list(lazy._read) == ["rank"]
+    assert lazy.pop("rank") is rank and "rank" not in lazy and lazy._read == {}
+    with pytest.raises(KeyError):
+        lazy["no_such_column"]
+
+
+def test_each_column_read_alone_is_the_whole_table_conversion_with_ranks_as_members_hold(
+    tmp_path, run_cli
+):
+    table = _ingested(tmp_path, run_cli)
+    arrow = read_matching_columns(table)
+    whole = arrow.to_pandas()
+    if "arrival_ns" in whole:  # as the loader converts it: exact, not float64
+        whole["arrival_ns"] = exact_nullable_int(arrow, "arrival_ns")
+    alone = read_matching_series(table)
+    assert list(alone) == list(whole.columns)
+    for name in whole.columns:
+        if name == "rank":
+            assert str(alone[name].dtype) == MEMBER_COLUMNS["rank"]
+            assert np.array_equal(alone[name].to_numpy(), whole[name].to_numpy())
+        else:
+            pd.testing.assert_series_equal(alone[name], whole[name])
+
+
+def test_a_loaded_program_holds_member_occurrences_and_ranks_as_int32(tmp_path, run_cli):
+    program = load_program(_ingested(tmp_path, run_cli))
+    assert {c: str(t) for c, t in program.members.dtypes.items()} == MEMBER_COLUMNS
+    assert MEMBER_COLUMNS["occ"] == MEMBER_COLUMNS["rank"] == "int32"
+
+
+def test_a_rank_past_the_members_int32_is_refused_naming_the_field_not_wrapped():
+    with pytest.raises(InputError) as err:
+        make_program(
+            {"op": ["all_reduce"], "bytes": [8], "dtype": ["float32"], "group": ["g"],
+             "group_size": [1], "gap_ns": [0]},
+            {"occ": [0], "rank": [2**31], "skew_ns": [0]},
+            world_size=2**31 + 1,
+            skew_known=False,
+        )  # fmt: skip
+    assert err.value.exit_code == 2 and err.value.field == "rank" and "2147483648" in str(
+        err.value
+    )
+    frame = pd.DataFrame(
+        {"rank": [2**31], "op": ["all_reduce"], "bytes": [8], "dtype": ["float32"],
+         "group": ["g"], "issue_ns": [0], "latency_ns": [None], "overlap_ns": [None]}
+    )  # fmt: skip
+    with pytest.raises(MergeError) as err:
+        build_program(frame, groups={"g": [2**31]}, world_size=2**31 + 1, clocks={})
+    assert err.value.field == "rank" and "2147483648" in str(err.value)

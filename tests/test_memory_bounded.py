@@ -52,7 +52,8 @@ INPUTS = {
 
 
 def program_digest(program) -> str:
-    """SHA-256 over every column of both tables (names, values) and the skew fields."""
+    """SHA-256 over every column of both tables (names, values; integers as int64, so a
+    narrower column with the same values has the same digest) and the skew fields."""
     h = hashlib.sha256()
     for frame in (program.occurrences, program.members):
         for name in frame.columns:
@@ -60,6 +61,8 @@ def program_digest(program) -> str:
             column = frame[name]
             if column.dtype == object or str(column.dtype).startswith("str"):
                 h.update("\x00".join(map(str, column.tolist())).encode())
+            elif pd.api.types.is_integer_dtype(column.dtype):  # the values, at any width
+                h.update(np.ascontiguousarray(column.to_numpy(dtype=np.int64)).tobytes())
             else:
                 h.update(np.ascontiguousarray(column.to_numpy()).tobytes())
     h.update(

@@ -795,6 +795,9 @@ def ingest_files(
     finally:
         for source in sources:  # streams of inputs not read to their end (a refusal)
             source.close()
+        # the batches' buffers went back to Arrow's pool, which keeps freed pages for
+        # reuse: hand them to the system, not to the caller's next stage as resident memory
+        pa.default_memory_pool().release_unused()
 
 
 def _ingest_sources(sources: list[_Source], out: Path, limits: Limits) -> IngestResult:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import MutableMapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +17,7 @@ from tracecanary.formats.ids import CANARY_FORMAT, TRACE_FORMAT
 from tracecanary.limits import load_json, open_input, parse_json_bytes
 
 if TYPE_CHECKING:  # imported where used: a canary's path needs no Arrow, Parquet or matching
+    import pandas as pd
     import pyarrow as pa
 
     from tracecanary.program import Program
@@ -92,6 +95,111 @@ def read_matching_columns(
         raise InputError(f"unreadable Parquet: {err}"[:300], file=str(path)) from None
 
 
+class ParquetColumns(MutableMapping):
+    """The columns ``read_matching_columns`` reads, as a mapping name -> pandas Series
+    (file order) that reads a column from the file when first asked for it, converted
+    as ``program_from_normalized`` converts that table (text columns categorical, an
+    integer column with gaps float64, ``arrival_ns`` exact; ``rank`` in the members'
+    rank dtype when every value fits). Matching (``build_program_from_columns``) asks
+    for each column where it needs it and removes it once read, so only the columns in
+    use are held, each read alone (its Arrow buffers handed back before the next), never
+    the Arrow table and its conversion at once. Refuses an unreadable file, when opened
+    or when a column is read (InputError)."""
+
+    def __init__(self, path: str | os.PathLike, *, skip_empty_optional: bool = False) -> None:
+        import pyarrow.parquet as pq
+
+        self._path = str(path)
+        with _parquet_errors(path):
+            self._file = pq.ParquetFile(path, read_dictionary=list(TEXT_MATCHING_COLUMNS))
+            meta = self._file.metadata
+            names = meta.schema.to_arrow_schema().names
+            empty = (
+                _all_missing_columns(meta, OPTIONAL_MATCHING_COLUMNS)
+                if skip_empty_optional
+                else ()
+            )
+        self._names = [c for c in names if c in MATCHING_COLUMNS and c not in empty]
+        self._read: dict[str, pd.Series] = {}
+
+    def __getitem__(self, name: str) -> pd.Series:
+        if name not in self._names:
+            raise KeyError(name)
+        if name not in self._read:
+            self._read[name] = self._read_column(name)
+        return self._read[name]
+
+    def __setitem__(self, name: str, value: pd.Series) -> None:
+        if name not in self._names:
+            self._names.append(name)
+        self._read[name] = value
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self._names:
+            raise KeyError(name)
+        self._names.remove(name)
+        self._read.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self):
+        return iter(list(self._names))
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def _read_column(self, name: str) -> pd.Series:
+        import pyarrow as pa
+
+        from tracecanary.parquet_io import exact_nullable_int
+
+        with _parquet_errors(self._path):
+            table = self._file.read(columns=[name])
+            exact = exact_nullable_int(table, name) if name == "arrival_ns" else None
+            # converted into the system allocator's memory: freed (as matching drops
+            # the column) straight back to the system, not kept in Arrow's pool
+            column = (
+                exact
+                if exact is not None
+                else table.column(name).to_pandas(memory_pool=pa.system_memory_pool())
+            )
+            del table, exact
+            pa.default_memory_pool().release_unused()  # the read's own buffers
+        return _narrow_ranks(column) if name == "rank" else column
+
+
+@contextmanager
+def _parquet_errors(path):
+    """A Parquet read's Arrow or OS error as the one-line InputError refusal."""
+    import pyarrow as pa
+
+    try:
+        yield
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"unreadable Parquet: {err}"[:300], file=str(path)) from None
+
+
+def read_matching_series(
+    path: str | os.PathLike, *, skip_empty_optional: bool = False
+) -> dict[str, pd.Series]:
+    """Every column of ``ParquetColumns(path)`` read now (name -> Series, file order)."""
+    lazy = ParquetColumns(path, skip_empty_optional=skip_empty_optional)
+    return {name: lazy[name] for name in lazy}
+
+
+def _narrow_ranks(ranks: pd.Series) -> pd.Series:
+    """``ranks`` as the members' rank dtype (``program.MEMBER_COLUMNS``) when every value
+    fits (matching refuses one that does not, naming it), else unchanged."""
+    from tracecanary.program import MEMBER_COLUMNS, MEMBER_INDEX_LIMIT
+
+    if len(ranks) == 0 or ranks.isna().any():
+        return ranks
+    if not 0 <= ranks.min() <= ranks.max() <= MEMBER_INDEX_LIMIT:
+        return ranks
+    return ranks.astype(MEMBER_COLUMNS["rank"])
+
+
 def _all_missing_columns(meta, candidates: tuple[str, ...]) -> set[str]:
     """The ``candidates`` (top-level columns) that every row group's statistics show as
     all null; a column without statistics anywhere is not among them."""
@@ -120,18 +228,9 @@ def program_from_normalized(table, sidecar: dict) -> Program:
     (``build_program_from_columns``): each is freed once read."""
     import pyarrow as pa
 
-    from tracecanary.clocks.status import SkewStatus
-    from tracecanary.matching import build_program_from_columns
     from tracecanary.parquet_io import exact_nullable_int
 
-    if "skew" not in sidecar:
-        raise InputError(
-            "normalized table's sidecar declares no skew status (written by an older "
-            "tracecanary ingest): re-run ingest",
-            field="skew",
-        )
-    groups = {k: list(v) for k, v in sidecar["groups"].items()}
-    clocks = {int(k): v for k, v in sidecar["clocks"].items()}
+    _check_sidecar(sidecar)
     arrival = exact_nullable_int(table, "arrival_ns")
     frame = table.to_pandas(self_destruct=True, split_blocks=True)
     del table
@@ -142,6 +241,28 @@ def program_from_normalized(table, sidecar: dict) -> Program:
         frame["arrival_ns"] = arrival
     columns = {name: frame[name] for name in frame.columns}
     del frame, arrival
+    return program_from_series(columns, sidecar)
+
+
+def _check_sidecar(sidecar: dict) -> None:
+    if "skew" not in sidecar:
+        raise InputError(
+            "normalized table's sidecar declares no skew status (written by an older "
+            "tracecanary ingest): re-run ingest",
+            field="skew",
+        )
+
+
+def program_from_series(columns: MutableMapping[str, pd.Series], sidecar: dict) -> Program:
+    """``program_from_normalized`` of columns already converted or read on demand
+    (``ParquetColumns``), which matching takes over one by one: the caller must not use
+    ``columns`` afterwards."""
+    from tracecanary.clocks.status import SkewStatus
+    from tracecanary.matching import build_program_from_columns
+
+    _check_sidecar(sidecar)
+    groups = {k: list(v) for k, v in sidecar["groups"].items()}
+    clocks = {int(k): v for k, v in sidecar["clocks"].items()}
     return build_program_from_columns(
         columns,
         groups=groups,
@@ -161,17 +282,16 @@ def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
         side = sidecar_path(path)
         if not side.is_file():
             raise InputError("normalized table has no .meta.json sidecar", file=str(path))
-        return program_from_normalized(
-            read_matching_columns(path, skip_empty_optional=True), load_json(side)
-        )
+        sidecar = load_json(side)
+        return program_from_series(ParquetColumns(path, skip_empty_optional=True), sidecar)
     if kind == TRACE_FORMAT:
         from tracecanary.ingest import ingest_files
 
         with tempfile.TemporaryDirectory(prefix="tracecanary-load-") as tmp:
             out = Path(tmp) / "trace.parquet"
             result = ingest_files([str(path)], out)
-            return program_from_normalized(
-                read_matching_columns(out, skip_empty_optional=True),
+            return program_from_series(
+                ParquetColumns(out, skip_empty_optional=True),
                 json.loads(result.sidecar.read_text()),
             )
     if kind == CANARY_FORMAT:

@@ -17,6 +17,7 @@ Guarantees of ``build_program``:
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +26,7 @@ import pandas as pd
 from tracecanary.clocks.calibration import ClockMap, mapped_skew_uncertainty_ns
 from tracecanary.clocks.status import SkewStatus, decide_skew
 from tracecanary.errors import MergeError
-from tracecanary.program import Program, make_program
+from tracecanary.program import MEMBER_COLUMNS, MEMBER_INDEX_LIMIT, Program, make_program
 
 TAIL_OVERLAP_FACTOR = 3.0
 _CHUNK = 1 << 20  # member events per step where a whole-trace temporary is avoided
@@ -49,7 +50,7 @@ def _instance_keys(events) -> tuple[np.ndarray, list[str], np.ndarray]:
     n = len(events["rank"])
     op = events["op"]
     is_p2p = op.isin(["send", "recv"]).to_numpy(dtype=bool)
-    rank = events["rank"].to_numpy(dtype=np.int64)
+    rank = events["rank"].to_numpy()  # int32 or int64 as given: widened where combined
     group_codes, group_names = pd.factorize(events["group"], sort=False)
     code = group_codes.astype(np.int64)
     names = [str(g) for g in group_names]
@@ -76,9 +77,11 @@ def _instance_keys(events) -> tuple[np.ndarray, list[str], np.ndarray]:
 
 
 def _cumcount(keys: np.ndarray) -> np.ndarray:
-    """Per element: how many earlier elements share its key (row order)."""
+    """Per element: how many earlier elements share its key (row order); int32 (the
+    counts and positions, below the element count, fit), int64 past 2**31 elements."""
     n = keys.size
-    out = np.empty(n, dtype=np.int64)
+    small = np.int32 if n <= np.iinfo(np.int32).max else np.int64
+    out = np.empty(n, dtype=small)
     if n == 0:
         return out
     order = np.argsort(keys, kind="stable")
@@ -87,7 +90,7 @@ def _cumcount(keys: np.ndarray) -> np.ndarray:
     new_run[0] = True
     np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=new_run[1:])
     del sorted_keys  # a few int64 arrays of the events at a time, not six
-    position = np.arange(n, dtype=np.int64)
+    position = np.arange(n, dtype=small)
     run_start = np.where(new_run, position, 0)
     del new_run
     np.maximum.accumulate(run_start, out=run_start)
@@ -145,6 +148,8 @@ class _Occurrences:
 
     def first_valid(self, valid: np.ndarray) -> np.ndarray:
         """Per occurrence: the first row (file order) where ``valid``, else -1."""
+        if valid.all():  # every event's: the first row of each occurrence
+            return self.order[self.bounds[:-1]].astype(np.int64)
         pos = np.flatnonzero(valid[self.order])
         at = np.searchsorted(pos, self.bounds[:-1])
         ok = at < pos.size
@@ -168,7 +173,6 @@ def _group_occurrences(code: np.ndarray, instance: np.ndarray) -> _Occurrences:
         key = code * span + (instance - lo)
         occ_of, _ = pd.factorize(key, sort=False)
         del key
-        occ_of = occ_of.astype(np.int64, copy=False)
     else:  # explicit instances too far apart for one int64 key
         occ_of = (
             pd.DataFrame({"k": code, "i": instance})
@@ -176,7 +180,10 @@ def _group_occurrences(code: np.ndarray, instance: np.ndarray) -> _Occurrences:
             .ngroup()
             .to_numpy(dtype=np.int64)
         )
-    order = np.argsort(occ_of, kind="stable")
+    # held per event through matching: as int32 (indices below the event count)
+    small = np.int32 if n <= np.iinfo(np.int32).max else np.int64
+    occ_of = occ_of.astype(small, copy=False)
+    order = np.argsort(occ_of, kind="stable").astype(small)
     count = int(occ_of.max()) + 1
     bounds = np.searchsorted(occ_of[order], np.arange(count + 1))
     return _Occurrences(occ_of, order, bounds)
@@ -211,7 +218,7 @@ def build_program(
 
 
 def build_program_from_columns(
-    columns: dict[str, pd.Series],
+    columns: MutableMapping[str, pd.Series],
     *,
     groups: dict[str, list[int]],
     world_size: int,
@@ -221,15 +228,19 @@ def build_program_from_columns(
     notes: tuple[str, ...] = (),
 ) -> Program:
     """``build_program`` of the normalized columns in ``columns`` (name -> Series of one
-    length, default index; string columns may be categorical), which it takes over: each
-    column is removed from the dict once read, and every per-event array is dropped once
-    its per-occurrence result is taken, so a caller holding no other reference to the
-    columns has its events' memory released while the occurrences are built. The peak
-    is a few int64 arrays per event on top of the columns, not a table of Python objects.
-    The same program and refusals as ``build_program``."""
+    length, default index; string columns may be categorical; a dict, or a mapping that
+    reads each column when first asked for it), which it takes over: each column is
+    asked for only where needed, in the order matching needs them, and removed once
+    read, and every per-event array is dropped once its per-occurrence result is taken,
+    so a caller holding no other reference to the columns has its events' memory
+    released while the occurrences are built. The peak is a few arrays per event (int32
+    where the values are indices or counts below the event count) on top of the columns
+    in use, not a table of Python objects. The same program and refusals as
+    ``build_program``."""
     code, names, instance = _instance_keys(columns)
     for name in ("group", "peer", "instance"):
-        columns.pop(name, None)
+        if name in columns:  # dropped unread where not read yet (a lazily read mapping)
+            del columns[name]
     occs = _group_occurrences(code, instance)
     G = occs.count
     first_row = occs.order[occs.bounds[:-1]] if G else np.zeros(0, dtype=np.int64)
@@ -237,13 +248,15 @@ def build_program_from_columns(
     code_first = code[first_row] if G else np.zeros(0, dtype=np.int64)
     inst_first = instance[first_row] if G else np.zeros(0, dtype=np.int64)
     del code, instance
-    rank = columns.pop("rank").to_numpy(dtype=np.int64)
+    rank = _member_ranks(columns.pop("rank"))
     seen = set(np.unique(rank).tolist())
     names_arr = np.asarray(names, dtype=object)
 
     # duplicate contributions: the first row (file order) of any duplicated (occ, rank)
     width = int(rank.max()) + 1 if rank.size else 1
-    pair = occs.occ_of * width + rank
+    pair = occs.occ_of.astype(np.int64)  # occ * width + rank, in place: one int64 array
+    pair *= width
+    pair += rank
     sorted_pair = np.sort(pair)
     repeated = sorted_pair[1:][sorted_pair[1:] == sorted_pair[:-1]]
     del sorted_pair
@@ -413,7 +426,8 @@ def build_program_from_columns(
     name_rank = np.empty(len(names), dtype=np.int64)
     name_rank[np.argsort(np.asarray(names, dtype=object), kind="stable")] = np.arange(len(names))
     perm = np.lexsort((inst_first, name_rank[code_first], T_g))
-    new_index = np.empty(G, dtype=np.int64)
+    # numbered in the members' occ dtype (make_program refuses a count past its limit)
+    new_index = np.empty(G, dtype=MEMBER_COLUMNS["occ"] if G <= MEMBER_INDEX_LIMIT else np.int64)
     new_index[perm] = np.arange(G, dtype=np.int64)
 
     measured = {}  # field -> (max over members, 0 where unmeasured; measured?) in issue order
@@ -481,6 +495,23 @@ def build_program_from_columns(
         skew_uncertainty_ns=status.uncertainty_ns or 0,
         take_columns=True,  # every array above is this call's own: no copy
     )
+
+
+def _member_ranks(column: pd.Series) -> np.ndarray:
+    """The rank column as the members' rank dtype (int32: the caller's array when it is
+    one already); refuses (MergeError naming ``rank``) a rank that does not fit."""
+    ranks = column.to_numpy()
+    if ranks.dtype == MEMBER_COLUMNS["rank"]:
+        return ranks
+    lo, hi = (int(ranks.min()), int(ranks.max())) if ranks.size else (0, 0)
+    if hi > MEMBER_INDEX_LIMIT or lo < -MEMBER_INDEX_LIMIT - 1:
+        row = int(np.argmax(ranks) if hi > MEMBER_INDEX_LIMIT else np.argmin(ranks))
+        raise MergeError(
+            f"rank {int(ranks[row])} does not fit a program (below {MEMBER_INDEX_LIMIT + 1})",
+            record=f"event {row}",
+            field="rank",
+        )
+    return ranks.astype(MEMBER_COLUMNS["rank"])
 
 
 def _text_codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:

@@ -27,10 +27,14 @@ Columns of ``Program.occurrences`` (one row per occurrence, numpy-backed):
     tail         bool    part of a rare tail window (kept whole by reduced execution)
 
 Columns of ``Program.members`` (one row per member of each occurrence, sorted by occ, rank):
-    occ          int64   index into occurrences
-    rank         int64   global rank
+    occ          int32   index into occurrences
+    rank         int32   global rank
     skew_ns      int64   arrival of this member minus the occurrence's issue time (>= 0);
                          meaningful only when Program.skew_known
+``occ`` and ``rank`` are int32 (4 bytes per member event, not 8): ``make_program``
+refuses (InputError, exit 2, naming the field) a program with 2**31 or more occurrences
+or a rank of 2**31 or more rather than let a value wrap. A reader that computes with them
+(``occ * width + rank``, offsets, sums) widens to int64 first.
 
 ``skew_known`` is False when cross-rank arrivals could not be related (no clock
 calibration, groups captured on only some ranks); ``skew_reason`` then says why. Unknown
@@ -49,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from tracecanary.clocks.status import SkewStatus
+from tracecanary.errors import InputError
 
 OCCURRENCE_COLUMNS: dict[str, str] = {
     "occ": "int64",
@@ -69,7 +74,9 @@ OCCURRENCE_COLUMNS: dict[str, str] = {
     "tail": "bool",
 }
 
-MEMBER_COLUMNS: dict[str, str] = {"occ": "int64", "rank": "int64", "skew_ns": "int64"}
+MEMBER_COLUMNS: dict[str, str] = {"occ": "int32", "rank": "int32", "skew_ns": "int64"}
+# the largest occurrence index / rank a member table holds (its int32 columns)
+MEMBER_INDEX_LIMIT = int(np.iinfo(np.int32).max)
 
 SIGNATURE_COLUMNS = ("op", "bytes", "dtype", "group", "root", "phase", "stream")
 
@@ -144,6 +151,28 @@ def empty_members() -> pd.DataFrame:
     return pd.DataFrame({name: np.zeros(0, dtype=dtype) for name, dtype in MEMBER_COLUMNS.items()})
 
 
+def _member_column(name: str, values, dtype: str, *, limit: int) -> np.ndarray:
+    """``values`` as a members column of ``dtype``; refuses (InputError naming ``name``)
+    an int32 column whose values do not fit (occurrence count ``limit`` for ``occ``)."""
+    if dtype == "int32":
+        array = np.asarray(values)
+        if name == "occ" and limit > MEMBER_INDEX_LIMIT:
+            raise InputError(
+                f"{limit} occurrences: more than a program holds ({MEMBER_INDEX_LIMIT + 1})",
+                field="occ",
+            )
+        if array.size and array.dtype != np.int32:
+            lo, hi = int(array.min()), int(array.max())
+            if lo < -MEMBER_INDEX_LIMIT - 1 or hi > MEMBER_INDEX_LIMIT:
+                raise InputError(
+                    f"member {name} {hi if hi > MEMBER_INDEX_LIMIT else lo} does not fit a "
+                    f"program (below {MEMBER_INDEX_LIMIT + 1})",
+                    field=name,
+                )
+        return array.astype(np.int32, copy=False)
+    return np.asarray(values, dtype=dtype)
+
+
 def make_program(
     occurrences: dict[str, np.ndarray | list],
     members: dict[str, np.ndarray | list],
@@ -183,7 +212,9 @@ def make_program(
             value = defaults[name]()
         cols[name] = np.asarray(value, dtype=object if dtype == "str" else dtype)
     mcols = {
-        name: np.asarray(members.pop(name) if take_columns else members[name], dtype=dtype)
+        name: _member_column(
+            name, members.pop(name) if take_columns else members[name], dtype, limit=n
+        )
         for name, dtype in MEMBER_COLUMNS.items()
     }
     return Program(

@@ -273,7 +273,7 @@ def largest_member_skew(program) -> np.ndarray:
     if program.skew_known and len(program.members):
         np.maximum.at(
             skew_max,
-            program.members["occ"].to_numpy(dtype=np.int64),
+            program.members["occ"].to_numpy(),  # int32 (a view): indices
             program.members["skew_ns"].to_numpy(dtype=np.int64),
         )
     return skew_max

@@ -16,6 +16,7 @@ occurrence out or weighted other than 1.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,21 +57,48 @@ def _signature_columns(canary: dict, sig_ids: np.ndarray) -> dict[str, np.ndarra
     return cols
 
 
+DECODE_BLOCK_MEMBERS = 1 << 20
+"""Most member events whose ranks are decoded at once (the decoder's own temporaries
+are a few arrays of this length, not of the trace's)."""
+
+
 @dataclass(frozen=True)
 class Decoded:
-    """Column arrays of a canary's logical occurrences (no strings materialized)."""
+    """Column arrays of a canary's logical occurrences (no strings materialized).
+
+    ``ranks``: every member's rank (int64, flat, ``member_offsets`` per occurrence), or
+    None when decoded without it (``decode_canary(..., ranks=False)``); ``rank_blocks``
+    gives the same values a block at a time either way."""
 
     sig_ids: np.ndarray
     sizes: np.ndarray
     member_offsets: np.ndarray
-    ranks: np.ndarray
+    ranks: np.ndarray | None
     values: dict
     masks: dict
     tail: np.ndarray
+    rank_table: np.ndarray  # the groups' ranks, concatenated in sorted group order
+    rank_starts: np.ndarray  # per occurrence: where its group's ranks start in rank_table
+
+    def rank_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(first member index, the ranks of a block of consecutive members) for blocks
+        of whole occurrences of at most ``DECODE_BLOCK_MEMBERS`` members (at least one
+        occurrence), covering every member in order."""
+        offsets = self.member_offsets
+        n = offsets.size - 1
+        g0 = 0
+        while g0 < n:
+            last = int(np.searchsorted(offsets, offsets[g0] + DECODE_BLOCK_MEMBERS, "right")) - 1
+            g1 = min(n, max(g0 + 1, last))
+            positions = member_positions(self.rank_starts[g0:g1], self.sizes[g0:g1])
+            yield int(offsets[g0]), self.rank_table[positions]
+            g0 = g1
 
 
-def decode_canary(canary: dict) -> Decoded:
-    """Decode structure, groups, timing and flags, checking that they fit together."""
+def decode_canary(canary: dict, *, ranks: bool = True) -> Decoded:
+    """Decode structure, groups, timing and flags, checking that they fit together.
+    ``ranks=False``: the members' ranks are not materialized (``Decoded.rank_blocks``
+    gives them a block at a time); everything checked is the same."""
     records = canary["structure"]["records"]
     n = int(canary["structure"]["occurrences"])
     limit = min(MAX_EXPAND_OCCURRENCES, current_limits().max_occurrences)
@@ -102,7 +130,16 @@ def decode_canary(canary: dict) -> Decoded:
         raise ResourceLimitExceeded("canary expands to too many member events", field="groups")
     member_offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(sizes, out=member_offsets[1:])
-    ranks = flat_ranks[member_positions(gstart[occ_group], sizes)]
+    rank_starts = gstart[occ_group]
+    del occ_group
+    decoded = Decoded(
+        sig_ids, sizes, member_offsets, None, {}, {}, np.zeros(0, bool), flat_ranks, rank_starts
+    )
+    all_ranks = None
+    if ranks:  # filled a block at a time: no whole-trace index temporaries
+        all_ranks = np.empty(int(member_offsets[-1]), dtype=np.int64)
+        for m0, block in decoded.rank_blocks():
+            all_ranks[m0 : m0 + block.size] = block
     values = {}
     masks = {}
     for name in FIELDS:
@@ -116,7 +153,7 @@ def decode_canary(canary: dict) -> Decoded:
     if len(tail) != n:
         raise InputError(f"tail flags cover {len(tail)} occurrences, not {n}", field="flags.tail")
     _check_reductions(records)
-    return Decoded(sig_ids, sizes, member_offsets, ranks, values, masks, tail)
+    return dataclasses.replace(decoded, ranks=all_ranks, values=values, masks=masks, tail=tail)
 
 
 def _check_reductions(records: list[dict]) -> None:
@@ -147,15 +184,30 @@ def _make_program(
             data[name] = value
         else:
             data[name] = pd.array(np.asarray(value, dtype=object), dtype="str")
-    mcols = {name: np.asarray(members[name], dtype=dtype) for name, dtype in MEMBER_COLUMNS.items()}
+    mcols = {name: _member_array(name, members[name], dtype) for name, dtype in MEMBER_COLUMNS.items()}
     return Program(
-        occurrences=pd.DataFrame(data),
+        # copy=False: one block per column, not the int64 columns consolidated into one
+        # 2-D copy, of which a view of one column (a replay's prepared arrays) keeps all
+        occurrences=pd.DataFrame(data, copy=False),
         members=pd.DataFrame(mcols, copy=False),  # the decoded arrays, not a second copy
         world_size=world_size,
         skew_known=skew_known,
         skew_reason=skew_reason,
         notes=tuple(notes),
     )
+
+
+def _member_array(name: str, values: np.ndarray, dtype: str) -> np.ndarray:
+    """``values`` as the members column ``name`` of ``dtype``; InputError (field
+    ``groups``) for a value the column cannot hold (a narrower column never wraps it)."""
+    values = np.asarray(values)
+    if values.dtype != dtype and values.size:
+        info = np.iinfo(dtype)
+        lo, hi = int(values.min()), int(values.max())
+        if lo < info.min or hi > info.max:
+            bad = lo if lo < info.min else hi
+            raise InputError(f"member {name} {bad} does not fit a program ({dtype})", field="groups")
+    return values.astype(dtype, copy=False)
 
 
 def _expansion_notes(canary: dict, executed: bool) -> tuple[str, ...]:
@@ -183,7 +235,7 @@ def expand_canary(canary: dict, executed: bool = False) -> Program:
         "tail": tail,
     }
     members = {
-        "occ": np.repeat(np.arange(n, dtype=np.int64), sizes),
+        "occ": np.repeat(np.arange(n, dtype=MEMBER_COLUMNS["occ"]), sizes),  # n < 2^31
         "rank": ranks,
         "skew_ns": values["skew"] if skew_known else np.zeros(len(ranks), dtype=np.int64),
     }
@@ -250,14 +302,14 @@ def select_occurrences(program: Program, idx: np.ndarray, weights: np.ndarray) -
     if every:
         new_mem = mem
     else:
-        mocc = mem["occ"].to_numpy(dtype=np.int64)
+        mocc = mem["occ"].to_numpy()  # int32 (a view): only counted
         counts = np.bincount(mocc, minlength=program.n)
         offsets = np.concatenate(([0], np.cumsum(counts)))
         pos = member_positions(offsets[idx], counts[idx])
         new_mem = pd.DataFrame(
             {
-                "occ": np.repeat(np.arange(len(idx), dtype=np.int64), counts[idx]),
-                "rank": mem["rank"].to_numpy(dtype=np.int64)[pos],
+                "occ": np.repeat(np.arange(len(idx), dtype=MEMBER_COLUMNS["occ"]), counts[idx]),
+                "rank": mem["rank"].to_numpy()[pos],
                 "skew_ns": mem["skew_ns"].to_numpy(dtype=np.int64)[pos],
             }
         )

@@ -60,7 +60,7 @@ def _largest_skew(program: Program) -> np.ndarray:
         return out
     np.maximum.at(
         out,
-        program.members["occ"].to_numpy(dtype=np.int64),
+        program.members["occ"].to_numpy(),  # int32 (a view): indices
         program.members["skew_ns"].to_numpy(dtype=np.int64),
     )
     return out

@@ -117,11 +117,14 @@ def _scan_level(
     powers[1:] = _BASE
     powers = np.cumprod(powers, dtype=np.uint64)  # wraps mod 2^64
     prefix = np.zeros(m + 1, dtype=np.uint64)
-    np.cumsum(h * powers[:m], out=prefix[1:])
+    h *= powers[:m]
+    np.cumsum(h, out=prefix[1:])
+    del h
 
     idx = np.arange(m, dtype=np.int64)
     nxt = _next_same(seq)
-    cands = []
+    # each candidate's hits sparsely, (positions, periods): read back at the starts only
+    cands: list[tuple[np.ndarray, np.ndarray]] = []
     ok = np.zeros(m, dtype=bool)
     smallest = 0
     cur = nxt
@@ -137,14 +140,21 @@ def _scan_level(
             least = int(p[match].min())
             smallest = least if smallest == 0 else min(smallest, least)
         keep = match & (p <= max_period)
-        hit = np.zeros(m, dtype=bool)
-        hit[a[keep]] = True
-        ok |= hit
-        cands.append(np.where(hit, period, 0))
+        ok[a[keep]] = True
+        cands.append((a[keep], p[keep]))  # a is increasing: one period per position
+        del period, valid, a, p, first, second, match, keep
         cur = np.where(cur >= 0, nxt[np.maximum(cur, 0)], -1)
+    del cur, nxt, idx, prefix, powers
     starts = np.flatnonzero(ok)
     if len(starts) == 0:
         return None, smallest
+    # candidate c's period at starts[k] (0: no hit there), as the dense arrays held
+    at_starts = []
+    for positions, periods in cands:
+        dense = np.zeros(len(starts), dtype=np.int64)
+        dense[np.searchsorted(starts, positions)] = periods
+        at_starts.append(dense)
+    del cands
 
     pieces: list[np.ndarray] = []
     i = 0
@@ -158,8 +168,8 @@ def _scan_level(
         if j > i:
             pieces.append(seq[i:j])
         best_cover, best_p, best_r = 0, 0, 0
-        for cand in cands:
-            p = int(cand[j])
+        for cand in at_starts:
+            p = int(cand[k])
             if p <= 0 or p >= best_p > 0 and p * ((m - j) // p) <= best_cover:
                 continue
             r = _repeats(seq, j, p)

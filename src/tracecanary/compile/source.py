@@ -154,7 +154,7 @@ def _codes(column) -> tuple[np.ndarray, jv.pa.Array]:
     literals = jv.pa.array(
         [json.dumps(str(u), ensure_ascii=False) for u in uniques], type=jv.STRING
     )
-    return codes.astype(np.int64), literals
+    return codes.astype(np.int32), literals  # fewer codes than rows (< 2^31): 4 B per row
 
 
 MAX_RANK_HEADS = 1 << 16
@@ -182,7 +182,7 @@ class _SourceColumns:
         occ = program.occurrences
         mem = program.members
         n = program.n
-        member_occ = mem["occ"].to_numpy(dtype=np.int64)
+        member_occ = mem["occ"].to_numpy()  # int32 (a view): only compared and counted
         if len(member_occ) and (np.diff(member_occ) < 0).any():
             raise ValueError("program members are not sorted by occurrence")
         counts = np.bincount(member_occ, minlength=n) if len(member_occ) else np.zeros(n, np.int64)
@@ -191,7 +191,7 @@ class _SourceColumns:
         self.counts = counts
         self.member_offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(counts, out=self.member_offsets[1:])
-        self.ranks = mem["rank"].to_numpy(dtype=np.int64)
+        self.ranks = mem["rank"].to_numpy()  # int32 (a view); widened per chunk
         self.skew = mem["skew_ns"].to_numpy(dtype=np.int64) if program.skew_known else None
         self.ints = {
             c: occ[c].to_numpy(dtype=np.int64)
@@ -214,7 +214,7 @@ class _SourceColumns:
         if self.rank_heads is not None:
             # '[r,' / ',[r,' (skew known) or '[r]' / ',[r]': one literal per (rank, first)
             head = self.rank_heads.take(
-                jv.pa.array(2 * (ranks[m0:m1] - self.rank_lo) + first.view(np.int8))
+                jv.pa.array(2 * (ranks[m0:m1].astype(np.int64) - self.rank_lo) + first.view(np.int8))
             )
             elements = head if skew is None else jv.concat(head, jv.int_text(skew[m0:m1]), "]")
         else:

@@ -60,7 +60,7 @@ def group_table(program: Program) -> dict[str, list[int]]:
     n = program.n
     group_codes, group_names = pd.factorize(occ["group"], sort=False)
     sizes = occ["group_size"].to_numpy(dtype=np.int64)
-    member_occ = mem["occ"].to_numpy(dtype=np.int64)
+    member_occ = mem["occ"].to_numpy()  # int32 (a view): only counted and indexed
     counts = np.bincount(member_occ, minlength=n) if len(member_occ) else np.zeros(n, np.int64)
     bad = np.flatnonzero(counts != sizes)
     if len(bad):
@@ -75,7 +75,7 @@ def group_table(program: Program) -> dict[str, list[int]]:
         raise InputError("occurrence has no members", record=i, field="group_size")
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    ranks = mem["rank"].to_numpy(dtype=np.int64)
+    ranks = mem["rank"].to_numpy()  # int32 (a view): only compared
     _, first_occ = np.unique(group_codes, return_index=True)
     groups: dict[str, list[int]] = {}
     canon_offsets = []
@@ -120,8 +120,11 @@ def member_positions(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     if total == 0:
         return np.zeros(0, dtype=np.int64)
     out_offsets = np.cumsum(sizes) - sizes
-    within = np.arange(total, dtype=np.int64) - np.repeat(out_offsets, sizes)
-    return np.repeat(np.asarray(starts, dtype=np.int64), sizes) + within
+    # in place: two arrays of the result's length at a time (the result and one repeat)
+    out = np.arange(total, dtype=np.int64)
+    out -= np.repeat(out_offsets, sizes)
+    out += np.repeat(np.asarray(starts, dtype=np.int64), sizes)
+    return out
 
 
 def encode_structure(sig_ids: np.ndarray) -> list[dict]:

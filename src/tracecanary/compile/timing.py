@@ -78,7 +78,7 @@ class TimingArrays:
 def timing_arrays(program) -> TimingArrays:
     occ = program.occurrences
     n = program.n
-    member_occ = program.members["occ"].to_numpy(dtype=np.int64)
+    member_occ = program.members["occ"].to_numpy()  # int32 (a view): only counted
     counts = np.bincount(member_occ, minlength=n) if len(member_occ) else np.zeros(n, np.int64)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])

@@ -150,7 +150,7 @@ def _first_bad(mask: np.ndarray) -> int:
 
 def _member_skews(program: Program, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(max skew, sum over members of (max skew - skew)) per occurrence."""
-    occ = program.members["occ"].to_numpy(np.int64)
+    occ = program.members["occ"].to_numpy()  # int32 (a view): compared and indexed
     skew = program.members["skew_ns"].to_numpy(np.int64)
     max_skew = np.zeros(n, dtype=np.int64)
     wait_sum = np.zeros(n, dtype=np.int64)
@@ -483,5 +483,5 @@ def simulate(
         end_ns=end,
         queue_wait_ns=start - prep.ready_ns,
         hidden_ns=hidden,
-        latency_ns=latency.astype(np.int64),
+        latency_ns=latency.astype(np.int64, copy=False),  # no second copy of an int64 array
     )

@@ -47,20 +47,40 @@ def fsum_weights(weights: np.ndarray) -> float:
     return exact if exact is not None else math.fsum(weights.tolist())
 
 
+_SUM_BLOCK = 1 << 20  # elements per step of the exact sum's temporaries
+
+
+def _abs_max(values: np.ndarray) -> float:
+    """``float(np.max(np.abs(values.astype(np.float64))))`` without whole-array
+    temporaries: the float64 conversion is monotonic, so the largest magnitude is that
+    of the smallest or the largest value (NaN propagates as before)."""
+    lo, hi = float(np.min(values)), float(np.max(values))
+    return max(abs(lo), abs(hi)) if lo == lo and hi == hi else float("nan")
+
+
 def _exact_sum(values: np.ndarray | None, weights: np.ndarray) -> float | None:
     if weights.size == 0:
         return 0.0
     if values is not None and values.dtype.kind not in "iub":
         return None
-    w_max = float(np.max(np.abs(weights)))
-    if not (w_max < _EXACT_LIMIT) or not np.array_equal(weights, np.floor(weights)):
+    w_max = _abs_max(weights)
+    blocks = range(0, weights.size, _SUM_BLOCK)
+    if not (w_max < _EXACT_LIMIT) or not all(
+        np.array_equal(w, np.floor(w)) for w in (weights[i : i + _SUM_BLOCK] for i in blocks)
+    ):
         return None
-    v_max = 1.0 if values is None else float(np.max(np.abs(values.astype(np.float64))))
-    # every |product| < 2**53 and the int64 running sum cannot overflow
+    v_max = 1.0 if values is None else _abs_max(values)
+    # every |product| < 2**53 and the int64 running sum cannot overflow (nor can any
+    # partial sum: the blocks' int64 sums add up exactly, in Python ints)
     if not (w_max * v_max < _EXACT_LIMIT and w_max * v_max * weights.size < 2.0**62):
         return None
-    w_int = weights.astype(np.int64)
-    total = int(np.sum(w_int)) if values is None else int(np.sum(w_int * values.astype(np.int64)))
+    total = 0
+    for i in blocks:
+        w_int = weights[i : i + _SUM_BLOCK].astype(np.int64)
+        if values is None:
+            total += int(np.sum(w_int))
+        else:
+            total += int(np.sum(w_int * values[i : i + _SUM_BLOCK].astype(np.int64)))
     return float(total)
 
 

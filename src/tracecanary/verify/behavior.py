@@ -32,6 +32,7 @@ import numpy as np
 from tracecanary.formats.ids import VERIFICATION_FORMAT as FORMAT
 from tracecanary.formats.schemas import validate
 from tracecanary.limits import load_yaml
+from tracecanary.memory import release_freed_memory
 from tracecanary.program import Program, empty_members
 from tracecanary.verify.claims import (
     BEHAVIOR_UNJUDGED,
@@ -119,7 +120,10 @@ def prepare_replay(
         if "logical_occ" in occ
         else occ["occ"].to_numpy(np.int64)
     )
-    return prep, logical[prep.occ], occ["weight"].to_numpy(np.float64)[prep.occ]
+    weight = occ["weight"].to_numpy(np.float64)
+    if prep.n == len(logical) and np.array_equal(prep.occ, np.arange(prep.n)):
+        return prep, logical, weight  # every occurrence in place: the columns themselves
+    return prep, logical[prep.occ], weight[prep.occ]
 
 
 def replay_prepared(
@@ -204,11 +208,52 @@ def tail_recall(
     return int(np.count_nonzero(kept)) / len(tail_ids)
 
 
-def behavior_checks(src: Replay, can: Replay, tolerances: Tolerances) -> list[dict]:
+def _tail_ids(metrics: dict) -> list[int]:
+    """The logical occurrence ids of a configuration's tail events (its metrics block)."""
+    return [int(e["occ"]) for e in metrics["tail_events"]]
+
+
+def replay_source_recalls(
+    program: Program, can: Replay, backends, names=None
+) -> tuple[Replay, dict[str, float]]:
+    """The source's ``Replay`` without latencies (metrics only), and per configuration
+    the tail-event recall of ``can`` against it (``tail_recall``, the figure
+    ``behavior_checks`` computes from both replays' latencies).
+
+    Peak memory: each configuration's source latencies are used for its recall and
+    dropped with the rest of its simulation, and ``can``'s latencies of a configuration
+    are dropped from ``can`` once its recall is computed (``can`` is the caller's own,
+    and nothing else reads them), so at most one configuration's latencies of each
+    program are held beside the source's prepared arrays."""
+    from tracecanary.sim.metrics import summarize
+    from tracecanary.sim.report import simulate_each
+
+    configs = list(backends.select(names))
+    last_use = {config.name: i for i, config in enumerate(configs)}
+    prep, ids, weights = prepare_replay(program)
+    metrics: dict[str, dict] = {}
+    recalls: dict[str, float] = {}
+    for i, (config, result) in enumerate(simulate_each(prep, configs)):
+        block = summarize(prep, result, config)
+        metrics[config.name] = block
+        recalls[config.name] = tail_recall(
+            (ids, result.latency_ns, weights), can.latencies[config.name], _tail_ids(block)
+        )
+        del result
+        if last_use[config.name] == i:
+            del can.latencies[config.name]
+    return Replay(metrics=metrics, latencies={}), recalls
+
+
+def behavior_checks(
+    src: Replay, can: Replay, tolerances: Tolerances, recalls: dict[str, float] | None = None
+) -> list[dict]:
     """Every behavior check of ``can`` against ``src`` (see the module doc), per
     configuration of ``src``: latency and queue-wait distributions, hidden share,
     per-phase and per-op breakdowns, tail-event recall. The canary's replay may be any
-    weighted program's (a canary's executed program, a sampling baseline)."""
+    weighted program's (a canary's executed program, a sampling baseline).
+    ``recalls``: the tail-event recall per configuration when already computed
+    (``replay_source_recalls``; then neither replay's latencies are read)."""
     src_metrics, src_lat = src.metrics, src.latencies
     can_metrics, can_lat = can.metrics, can.latencies
     tol = tolerances.content
@@ -260,8 +305,10 @@ def behavior_checks(src: Replay, can: Replay, tolerances: Tolerances) -> list[di
                             tol["breakdown"]["count"],
                         )
                     )
-        tail_ids = [int(e["occ"]) for e in s["tail_events"]]
-        recall = tail_recall(src_lat[config], can_lat[config], tail_ids)
+        if recalls is not None:
+            recall = recalls[config]
+        else:
+            recall = tail_recall(src_lat[config], can_lat[config], _tail_ids(s))
         checks.append(
             {
                 "config": config,
@@ -314,6 +361,7 @@ def verify_behavior(
     from tracecanary.verify.commitments import verify_commitments
 
     names = config_names or None
+    release_freed_memory()  # what earlier stages freed is not counted in this one's peak
     # peak memory: one program's arrays at a time beside the source. The logical
     # expansion (decoded once for both uses) serves the commitments and is freed once
     # the executed program is taken from it; the executed program is freed once its
@@ -336,12 +384,18 @@ def verify_behavior(
     del executed
     can = replay_prepared(*prepared, backends, names)
     del prepared
-    src = source_replay if source_replay is not None else replay_program(source, backends, names)
+    recalls = None
+    if source_replay is not None:
+        src = source_replay
+    elif replays_out is not None:  # the caller reads both replays' latencies
+        src = replay_program(source, backends, names)
+    else:  # each configuration's latencies dropped once its recall is taken
+        src, recalls = replay_source_recalls(source, can, backends, names)
     if replays_out is not None:
         replays_out.update(source=src, canary=can)
     src_metrics = src.metrics
     tol = tolerances.content
-    checks = behavior_checks(src, can, tolerances)
+    checks = behavior_checks(src, can, tolerances, recalls)
     src_decisions, can_decisions, changed = ranking_changes(src.metrics, can.metrics, tolerances)
 
     obstacle = skew_obstacle(
