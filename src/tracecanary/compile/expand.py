@@ -41,20 +41,26 @@ def _signature_columns(canary: dict, sig_ids: np.ndarray) -> dict[str, np.ndarra
     sigs = canary["signatures"]
     if len(sig_ids) and (sig_ids.min() < 0 or sig_ids.max() >= len(sigs)):
         raise InputError("structure refers to a signature that does not exist", field="structure")
-    cols = {}
-    take = pa.array(sig_ids, type=pa.int64())
-    for key in ("op", "dtype", "group", "phase", "stream"):
-        values = [s[key] for s in sigs]
-        if all(type(v) is str for v in values):
-            # built in Arrow from the few signature strings: no Python string per row
-            literals = pa.array(values, type=pa.large_string())
-            cols[key] = pd.array(literals.take(take), dtype="str")
-        else:
-            cols[key] = np.array(values, dtype=object)[sig_ids]
-    for key in ("bytes", "root"):
-        table = np.array([int(s[key]) for s in sigs], dtype=np.int64)
-        cols[key] = table[sig_ids]
-    return cols
+    return {
+        key: signature_column(canary, key, sig_ids)
+        for key in ("op", "dtype", "group", "phase", "stream", "bytes", "root")
+    }
+
+
+def signature_column(canary: dict, key: str, sig_ids: np.ndarray):
+    """The occurrence column ``key`` (a signature field) of the occurrences whose
+    signature ids are ``sig_ids`` (already checked to exist), as ``expand_canary`` holds
+    it: text as a pandas ``str`` array (an object array when a value is not text),
+    ``bytes`` and ``root`` int64."""
+    sigs = canary["signatures"]
+    if key in ("bytes", "root"):
+        return np.array([int(s[key]) for s in sigs], dtype=np.int64)[sig_ids]
+    values = [s[key] for s in sigs]
+    if all(type(v) is str for v in values):
+        # built in Arrow from the few signature strings: no Python string per row
+        literals = pa.array(values, type=pa.large_string())
+        return pd.array(literals.take(pa.array(sig_ids, type=pa.int64())), dtype="str")
+    return np.array(values, dtype=object)[sig_ids]
 
 
 DECODE_BLOCK_MEMBERS = 1 << 20
@@ -160,6 +166,47 @@ def _check_reductions(records: list[dict]) -> None:
     read_reductions(records)
 
 
+def check_member_ranks(d: Decoded) -> None:
+    """Refuse a member rank that a program's rank column cannot hold, as
+    ``expand_canary`` does (same message and field), reading each used group's ranks
+    once instead of every member's."""
+    used = d.sizes > 0
+    if not used.any():
+        return
+    starts, first = np.unique(d.rank_starts[used], return_index=True)
+    lengths = d.sizes[used][first]
+    ranks = np.concatenate(
+        [d.rank_table[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
+    )
+    _member_array("rank", ranks, MEMBER_COLUMNS["rank"])
+
+
+def logical_occurrences(canary: dict, d: Decoded) -> Program:
+    """``expand_canary(canary)`` (``d = decode_canary(canary)``, ranks not needed) with
+    an empty member table: the same occurrence columns, dtypes and values, sharing the
+    decoded arrays. What a replay reads besides each occurrence's member skews (those
+    come from ``d`` directly: ``sim.engine.grouped_skews``)."""
+    occurrences = {
+        **_signature_columns(canary, d.sig_ids),
+        "group_size": d.sizes,
+        "gap_ns": d.values["gap"],
+        "overlap_ns": d.values["overlap"],
+        "has_overlap": d.masks["overlap"],
+        "latency_ns": d.values["latency"],
+        "has_latency": d.masks["latency"],
+        "tail": d.tail,
+    }
+    members = {name: np.zeros(0, dtype=dtype) for name, dtype in MEMBER_COLUMNS.items()}
+    return _make_program(
+        occurrences,
+        members,
+        world_size=int(canary["source"]["world_size"]),
+        skew_known=bool(canary["source"]["skew_known"]),
+        skew_reason=canary["source"].get("skew_reason"),
+        notes=_expansion_notes(canary, False),
+    )
+
+
 def _make_program(
     occurrences: dict,
     members: dict,
@@ -253,9 +300,14 @@ def expand_canary(canary: dict, executed: bool = False) -> Program:
     return executed_program(canary, program)
 
 
-def executed_program(canary: dict, logical: Program) -> Program:
+def executed_program(
+    canary: dict, logical: Program, largest_skew: np.ndarray | None = None
+) -> Program:
     """What ``canary`` runs, given ``logical = expand_canary(canary)`` (its logical
-    program): equal to ``expand_canary(canary, executed=True)`` without decoding twice."""
+    program): equal to ``expand_canary(canary, executed=True)`` without decoding twice.
+    ``largest_skew``: per logical occurrence, the largest of 0 and its members' skews,
+    when ``logical``'s member table is left out (``logical_occurrences``; the executed
+    program's member table is then empty too)."""
     program = dataclasses.replace(logical, notes=_expansion_notes(canary, True))
     tail = program.occurrences["tail"].to_numpy(dtype=bool)
     idx, weights = executed_selection(canary)
@@ -270,15 +322,21 @@ def executed_program(canary: dict, logical: Program) -> Program:
             record=int(flagged[~good][0]),
             field="structure",
         )
-    return replayed_selection(program, idx, weights)
+    return replayed_selection(program, idx, weights, largest_skew)
 
 
-def replayed_selection(program: Program, idx: np.ndarray, weights: np.ndarray) -> Program:
+def replayed_selection(
+    program: Program,
+    idx: np.ndarray,
+    weights: np.ndarray,
+    largest_skew: np.ndarray | None = None,
+) -> Program:
     """What a replay of the occurrences ``idx`` (increasing) of ``program`` runs:
     ``select_occurrences`` with each junction's gap plus its junction delay
-    (``compile.junctions``; no junction, no change)."""
+    (``compile.junctions``; no junction, no change). ``largest_skew``: as
+    ``junction_delays`` takes it, when ``program``'s member table is left out."""
     selected = select_occurrences(program, idx, weights)
-    delays = junction_delays(program, idx)
+    delays = junction_delays(program, idx, largest_skew)
     if delays.any():
         gaps = selected.occurrences["gap_ns"].to_numpy(dtype=np.int64) + delays
         selected.occurrences["gap_ns"] = gaps

@@ -96,16 +96,23 @@ def segment_starts(idx: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.r_[True, np.diff(idx) != 1])
 
 
-def junction_delays(logical: Program, idx: np.ndarray) -> np.ndarray:
+def junction_delays(
+    logical: Program, idx: np.ndarray, largest_skew: np.ndarray | None = None
+) -> np.ndarray:
     """``delta`` per executed position of ``idx`` (0 except at junctions; see the module
-    doc): the executed program's gaps are ``logical gap[idx] + delta``."""
+    doc): the executed program's gaps are ``logical gap[idx] + delta``. ``largest_skew``:
+    the largest of 0 and each occurrence's member skews when ``logical``'s member table
+    is left out (by default read from it; ignored when skew is unknown)."""
     idx = np.asarray(idx, dtype=np.int64)
     delays = np.zeros(idx.size, dtype=np.int64)
     starts = segment_starts(idx)
     if starts.size <= 1:
         return delays
     gap = logical.occurrences["gap_ns"].to_numpy(dtype=np.int64)
-    skew = _largest_skew(logical)
+    if largest_skew is not None and logical.skew_known:
+        skew = np.asarray(largest_skew, dtype=np.int64)
+    else:
+        skew = _largest_skew(logical)
     channel = _channels(logical)
     ready = np.cumsum(gap) + skew
     previous = _previous_ready(ready, channel)[idx]

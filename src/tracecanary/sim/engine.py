@@ -80,9 +80,9 @@ class Prepared:
     ready_ns: np.ndarray
     rendezvous_wait_ns: np.ndarray  # R - T: the wait of the first-arriving member
     member_wait_ns: np.ndarray  # sum over members of R - A_r
-    op_code: np.ndarray  # index into op_names
+    op_code: np.ndarray  # index into op_names (int32, like every code below)
     op_names: tuple[str, ...]  # sorted
-    kind: np.ndarray
+    kind: np.ndarray  # int8
     bytes: np.ndarray
     group_size: np.ndarray
     group_code: np.ndarray  # index into group_names
@@ -91,37 +91,118 @@ class Prepared:
     phase_names: tuple[str, ...]  # sorted ("" = no phase)
     dtype_code: np.ndarray  # index into dtype_names
     dtype_names: tuple[str, ...]  # sorted
-    overlap_ns: np.ndarray  # 0 where not has_overlap
+    measured_overlap_ns: np.ndarray  # the overlap column (any value where not has_overlap)
     has_overlap: np.ndarray
-    channel: np.ndarray  # code of (group, stream)
+    channel: np.ndarray  # code of (group, stream); int64 only past int32
     weight: np.ndarray
-    ring_steps: np.ndarray  # float64
-    tree_steps: np.ndarray  # float64, -1 where tree does not serve the op
-    transfer_bytes: np.ndarray  # float64: bytes * bus factor (documented order)
     skew_status: str  # "simulated" | "unknown" | "ablated"
     skew_reason: str | None
     ablations: tuple[str, ...]
     custom_ops: tuple[str, ...]
-    observed_latency_ns: np.ndarray  # the trace's measured latency; 0 where not measured
+    # the trace's latency column (any value where not measured); kept only when prepared
+    # for the observed_latency ablation, the one reader
+    measured_latency_ns: np.ndarray | None
     has_observed_latency: np.ndarray
 
     @property
     def n(self) -> int:
         return int(self.occ.size)
 
+    # derived on use, not held (peak memory): the same values, in the documented order
+
+    @property
+    def ring_steps(self) -> np.ndarray:
+        """float64 steps of the ring algorithm per occurrence."""
+        return _ring_steps(self.kind, self.group_size)
+
+    @property
+    def tree_steps(self) -> np.ndarray:
+        """float64 steps of the tree algorithm, -1 where tree does not serve the op."""
+        return _tree_steps(self.kind, self.group_size)
+
+    @property
+    def transfer_bytes(self) -> np.ndarray:
+        """float64: bytes * bus factor (documented order)."""
+        return _transfer_bytes(self.kind, self.group_size, self.bytes)
+
+    @property
+    def overlap_ns(self) -> np.ndarray:
+        """int64 compute overlap per occurrence; 0 where not ``has_overlap``."""
+        return np.where(self.has_overlap, self.measured_overlap_ns, 0).astype(
+            np.int64, copy=False
+        )
+
+    @property
+    def observed_latency_ns(self) -> np.ndarray:
+        """The trace's measured latency (int64); 0 where not measured. Only for a
+        preparation with the observed_latency ablation (ValueError otherwise)."""
+        if self.measured_latency_ns is None:
+            raise ValueError("prepared without the observed_latency ablation: no latency kept")
+        return np.where(self.has_observed_latency, self.measured_latency_ns, 0).astype(
+            np.int64, copy=False
+        )
+
+
+def _is_all_reduce_like(kind: np.ndarray) -> np.ndarray:
+    return (kind == _KIND_ALL_REDUCE) | (kind == _KIND_BARRIER)
+
+
+def _ring_steps(kind: np.ndarray, gsize: np.ndarray) -> np.ndarray:
+    nm1 = (gsize - 1).astype(np.float64)
+    ring = np.where(
+        _is_all_reduce_like(kind),
+        2.0 * nm1,
+        np.where((kind == _KIND_N_MINUS_1) | (kind == _KIND_ROOTED), nm1, 1.0),
+    )
+    return ring.astype(np.float64, copy=False)
+
+
+def _tree_steps(kind: np.ndarray, gsize: np.ndarray) -> np.ndarray:
+    # ceil(log2 n) = bit length of n - 1, exact for n - 1 < 2**53
+    depth = np.frexp((gsize - 1).astype(np.float64))[1].astype(np.float64)
+    tree = np.where(
+        _is_all_reduce_like(kind), 2.0 * depth, np.where(kind == _KIND_ROOTED, depth, -1.0)
+    )
+    return tree.astype(np.float64, copy=False)
+
+
+def _transfer_bytes(kind: np.ndarray, gsize: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    n_f = gsize.astype(np.float64)
+    nm1 = (gsize - 1).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        factor = np.where(
+            kind == _KIND_ALL_REDUCE,
+            (2.0 * nm1) / n_f,
+            np.where(
+                kind == _KIND_N_MINUS_1,
+                (1.0 * nm1) / n_f,
+                np.where(kind == _KIND_BARRIER, 0.0, 1.0),
+            ),
+        )
+    return nbytes.astype(np.float64) * factor
+
 
 @dataclass(frozen=True)
 class SimResult:
-    """Per-occurrence outcome of one configuration (arrays aligned with Prepared)."""
+    """Per-occurrence outcome of one configuration (arrays aligned with Prepared).
+    ``start_ns`` and ``end_ns`` are derived on use from the ready times simulated
+    (``ready_ns``, shared with the Prepared arrays), not held."""
 
     config: str
     candidate: np.ndarray  # index into the configuration's file candidate list
     service_ns: np.ndarray
-    start_ns: np.ndarray
-    end_ns: np.ndarray
     queue_wait_ns: np.ndarray
     hidden_ns: np.ndarray
     latency_ns: np.ndarray
+    ready_ns: np.ndarray
+
+    @property
+    def start_ns(self) -> np.ndarray:
+        return self.ready_ns + self.queue_wait_ns
+
+    @property
+    def end_ns(self) -> np.ndarray:
+        return self.start_ns + self.service_ns
 
 
 def normalize_ablations(ablations) -> tuple[str, ...]:
@@ -136,12 +217,12 @@ def normalize_ablations(ablations) -> tuple[str, ...]:
 
 
 def _factorize(column: pd.Series, take) -> tuple[np.ndarray, tuple[str, ...]]:
-    """(int64 codes of take(column) into the sorted distinct values, those values).
+    """(int32 codes of take(column) into the sorted distinct values, those values).
 
     Values absent from take(column) may appear among the names (the tail ablation drops
     occurrences); consumers only report names whose code occurs."""
     codes, uniques = pd.factorize(column, sort=True)
-    return take(codes.astype(np.int64, copy=False)), tuple(str(u) for u in uniques)
+    return take(codes.astype(np.int32)), tuple(str(u) for u in uniques)
 
 
 def _first_bad(mask: np.ndarray) -> int:
@@ -219,6 +300,62 @@ def member_skews(program: Program) -> tuple[np.ndarray, np.ndarray]:
     return _member_skews(program, program.n)
 
 
+@dataclass(frozen=True)
+class GroupedSkews:
+    """``grouped_skews``: per occurrence of a member layout, the largest member skew (0
+    for an occurrence without members) and the sum over its members of (largest -
+    skew); ``negative``: the members whose skew is negative (what ``prepare`` refuses)."""
+
+    offsets: np.ndarray
+    max_skew: np.ndarray
+    wait_sum: np.ndarray
+    negative: np.ndarray
+
+
+def grouped_skews(offsets: np.ndarray, skew: np.ndarray) -> GroupedSkews:
+    """The skew figures of the members ``skew[offsets[i]:offsets[i + 1]]`` of each
+    occurrence i (members sorted by occurrence), computed as ``member_skews`` computes
+    them from a member table, without one (no occurrence index per member)."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    skew = np.asarray(skew, dtype=np.int64)
+    sizes = np.diff(offsets)
+    max_skew = np.zeros(sizes.size, dtype=np.int64)
+    wait_sum = np.zeros(sizes.size, dtype=np.int64)
+    some = sizes > 0
+    if skew.size:
+        starts = offsets[:-1][some]
+        seg_max = np.maximum.reduceat(skew, starts)
+        max_skew[some] = seg_max
+        wait_sum[some] = seg_max * sizes[some] - np.add.reduceat(skew, starts)
+    return GroupedSkews(offsets, max_skew, wait_sum, np.flatnonzero(skew < 0))
+
+
+def selected_skews(grouped: GroupedSkews, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``member_skews`` of the program made of the occurrences ``idx`` (increasing) with
+    their members in order, from ``grouped_skews`` of all occurrences: the same values,
+    and the same refusal of a negative skew (its record numbers the selected members).
+    The caller makes the occurrence-level refusals first (``check_occurrences``)."""
+    idx = np.asarray(idx, dtype=np.int64)
+    offsets, neg = grouped.offsets, grouped.negative
+    if neg.size:
+        owner = np.searchsorted(offsets, neg, side="right") - 1
+        at = np.minimum(np.searchsorted(idx, owner), max(idx.size - 1, 0))
+        selected = (at < idx.size) & (idx[at] == owner) if idx.size else np.zeros(0, bool)
+        if selected.any():
+            k = int(np.flatnonzero(selected)[0])
+            sizes = np.diff(offsets)[idx[: at[k]]]
+            bad = int(sizes.sum()) + int(neg[k] - offsets[owner[k]])
+            raise InputError("negative arrival skew", record=f"member {bad}", field="skew_ns")
+    if idx.size == grouped.max_skew.size and np.array_equal(idx, np.arange(idx.size)):
+        return grouped.max_skew, grouped.wait_sum
+    return grouped.max_skew[idx], grouped.wait_sum[idx]
+
+
+def check_occurrences(program: Program) -> None:
+    """The occurrence-level refusals ``prepare`` (and ``member_skews``) make, in order."""
+    _checked_columns(program)
+
+
 def prepare(
     program: Program,
     ablations=(),
@@ -286,40 +423,17 @@ def prepare(
                 record=f"occurrence {bad}",
                 field="op",
             ) from None
-    kind = (
-        np.asarray(kinds_of_names, dtype=np.int64)[op_codes] if perm.size else np.zeros(0, np.int64)
-    )
+    kind = np.asarray(kinds_of_names, dtype=np.int8)[op_codes] if perm.size else np.zeros(0, np.int8)
     gsize = take(gsize_all)
     nbytes = take(bytes_all)
 
-    # Cost inputs, float64 in the documented order.
-    n_f = gsize.astype(np.float64)
-    nm1 = (gsize - 1).astype(np.float64)
-    # ceil(log2 n) = bit length of n - 1, exact for n - 1 < 2**53
-    depth = np.frexp(nm1)[1].astype(np.float64)
-    is_ar = (kind == _KIND_ALL_REDUCE) | (kind == _KIND_BARRIER)
-    ring = np.where(
-        is_ar, 2.0 * nm1, np.where((kind == _KIND_N_MINUS_1) | (kind == _KIND_ROOTED), nm1, 1.0)
-    )
-    tree = np.where(is_ar, 2.0 * depth, np.where(kind == _KIND_ROOTED, depth, -1.0))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        factor = np.where(
-            kind == _KIND_ALL_REDUCE,
-            (2.0 * nm1) / n_f,
-            np.where(
-                kind == _KIND_N_MINUS_1,
-                (1.0 * nm1) / n_f,
-                np.where(kind == _KIND_BARRIER, 0.0, 1.0),
-            ),
-        )
-    transfer = nbytes.astype(np.float64) * factor
-
     has_overlap = take(has_overlap_all) & ("overlap" not in abl)
-    overlap = np.where(has_overlap, take(overlap_all), 0).astype(np.int64, copy=False)
 
     group_codes, group_names = _factorize(occ_df["group"], take)
     stream_codes, stream_names = _factorize(occ_df["stream"], take)
-    channel = group_codes * max(len(stream_names), 1) + stream_codes
+    channel = group_codes.astype(np.int64) * max(len(stream_names), 1) + stream_codes
+    if channel.size and int(channel.max()) <= np.iinfo(np.int32).max:
+        channel = channel.astype(np.int32)
     del stream_codes
     phase_codes, phase_names = _factorize(occ_df["phase"], take)
     dtype_codes, dtype_names = _factorize(occ_df["dtype"], take)
@@ -345,21 +459,18 @@ def prepare(
         phase_names=phase_names,
         dtype_code=dtype_codes,
         dtype_names=dtype_names,
-        overlap_ns=overlap,
+        measured_overlap_ns=take(overlap_all),
         has_overlap=has_overlap,
         channel=channel,
         weight=take(weight_all),
-        ring_steps=ring.astype(np.float64, copy=False),
-        tree_steps=tree.astype(np.float64, copy=False),
-        transfer_bytes=transfer,
         skew_status=skew_status,
         skew_reason=program.skew_reason if skew_status == "unknown" else None,
         ablations=abl,
         custom_ops=custom,
-        observed_latency_ns=take(
-            np.where(
-                occ_df["has_latency"].to_numpy(bool), occ_df["latency_ns"].to_numpy(np.int64), 0
-            ).astype(np.int64, copy=False)
+        measured_latency_ns=(
+            take(occ_df["latency_ns"].to_numpy(np.int64))
+            if "observed_latency" in abl
+            else None
         ),
         has_observed_latency=take(occ_df["has_latency"].to_numpy(bool)),
     )
@@ -378,9 +489,14 @@ def base_service_ns(prep: Prepared, config: BackendConfig) -> tuple[np.ndarray, 
     n = prep.n
     best = np.full(n, np.inf, dtype=np.float64)
     choice = np.full(n, -1, dtype=np.int64)
+    transfer = prep.transfer_bytes
+    steps_of: dict[bool, np.ndarray] = {}  # derived once per call, not held by ``prep``
     for cand in config.candidates:
-        steps = prep.ring_steps if cand.algorithm == "ring" else prep.tree_steps
-        cost = cand.latency_us * steps + prep.transfer_bytes / (1000.0 * cand.effective_busbw_gbps)
+        ring = cand.algorithm == "ring"
+        if ring not in steps_of:
+            steps_of[ring] = prep.ring_steps if ring else prep.tree_steps
+        steps = steps_of[ring]
+        cost = cand.latency_us * steps + transfer / (1000.0 * cand.effective_busbw_gbps)
         if cand.algorithm != "ring":
             cost = np.where(steps < 0, np.inf, cost)
         better = cost < best
@@ -471,17 +587,18 @@ def simulate(
     if "no_queue_reset" in prep.ablations and start.size:
         wait = pd.Series(start - prep.ready_ns).groupby(prep.channel, sort=False).cummax()
         start = prep.ready_ns + wait.to_numpy(np.int64)
-    end = start + service
-    latency = end - prep.issue_ns - hidden
+    latency = start + service  # the end
+    latency -= prep.issue_ns
+    latency -= hidden
     if "observed_latency" in prep.ablations:
         latency = np.where(prep.has_observed_latency, prep.observed_latency_ns, latency)
+    start -= prep.ready_ns  # the queue wait
     return SimResult(
         config=config.name,
         candidate=choice,
         service_ns=service,
-        start_ns=start,
-        end_ns=end,
-        queue_wait_ns=start - prep.ready_ns,
+        queue_wait_ns=start,
         hidden_ns=hidden,
         latency_ns=latency.astype(np.int64, copy=False),  # no second copy of an int64 array
+        ready_ns=prep.ready_ns,
     )

@@ -24,7 +24,7 @@ Each check is ``{config, metric, source, canary, tolerance, pass}``; a check pas
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,7 +33,7 @@ from tracecanary.formats.ids import VERIFICATION_FORMAT as FORMAT
 from tracecanary.formats.schemas import validate
 from tracecanary.limits import load_yaml
 from tracecanary.memory import release_freed_memory
-from tracecanary.program import Program, empty_members
+from tracecanary.program import Program
 from tracecanary.verify.claims import (
     BEHAVIOR_UNJUDGED,
     skew_budget_ns,
@@ -127,10 +127,18 @@ def prepare_replay(
 
 
 def replay_prepared(
-    prep: Prepared, ids: np.ndarray, weights: np.ndarray, backends, names=None
+    prep: Prepared,
+    ids: np.ndarray,
+    weights: np.ndarray,
+    backends,
+    names=None,
+    *,
+    tail_events: bool = True,
 ) -> Replay:
     """The ``Replay`` of prepared arrays (``prepare_replay``) under the selected
-    configurations.
+    configurations; ``tail_events=False``: its metric blocks without ``tail_events``
+    (one Python dict per tail event: what a caller that reads only the other metrics
+    need not hold).
 
     Peak memory: one configuration's simulation is held at a time; of each only its
     summary and its latency array are kept (``ids`` and ``weights`` are shared)."""
@@ -141,6 +149,8 @@ def replay_prepared(
     latencies: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for config, result in simulate_each(prep, backends.select(names)):
         metrics[config.name] = summarize(prep, result, config)
+        if not tail_events:
+            del metrics[config.name]["tail_events"]
         latencies[config.name] = (ids, result.latency_ns, weights)
         del result  # the other per-occurrence arrays of this configuration
     return Replay(metrics=metrics, latencies=latencies)
@@ -216,9 +226,10 @@ def _tail_ids(metrics: dict) -> list[int]:
 def replay_source_recalls(
     program: Program, can: Replay, backends, names=None
 ) -> tuple[Replay, dict[str, float]]:
-    """The source's ``Replay`` without latencies (metrics only), and per configuration
-    the tail-event recall of ``can`` against it (``tail_recall``, the figure
-    ``behavior_checks`` computes from both replays' latencies).
+    """The source's ``Replay`` without latencies (metrics only, without ``tail_events``:
+    their ids are read here), and per configuration the tail-event recall of ``can``
+    against it (``tail_recall``, the figure ``behavior_checks`` computes from both
+    replays' latencies).
 
     Peak memory: each configuration's source latencies are used for its recall and
     dropped with the rest of its simulation, and ``can``'s latencies of a configuration
@@ -239,7 +250,7 @@ def replay_source_recalls(
         recalls[config.name] = tail_recall(
             (ids, result.latency_ns, weights), can.latencies[config.name], _tail_ids(block)
         )
-        del result
+        del block["tail_events"], result
         if last_use[config.name] == i:
             del can.latencies[config.name]
     return Replay(metrics=metrics, latencies={}), recalls
@@ -356,34 +367,52 @@ def verify_behavior(
     (passed to ``verify_commitments``, which uses it only if made from this ``source``).
     ``replays_out``: when given, receives the replays the checks compared (``source`` and
     ``canary``, ``Replay`` each), so a caller can say what a failed check stems from."""
-    from tracecanary.compile.expand import executed_program, expand_canary
-    from tracecanary.sim.engine import member_skews
+    from tracecanary.compile.expand import (
+        check_member_ranks,
+        decode_canary,
+        executed_program,
+        logical_occurrences,
+    )
+    from tracecanary.sim.engine import check_occurrences, grouped_skews, selected_skews
     from tracecanary.verify.commitments import verify_commitments
 
     names = config_names or None
     release_freed_memory()  # what earlier stages freed is not counted in this one's peak
-    # peak memory: one program's arrays at a time beside the source. The logical
-    # expansion (decoded once for both uses) serves the commitments and is freed once
-    # the executed program is taken from it; the executed program is freed once its
-    # replay is prepared; the source is replayed last, when only the canary's
-    # latencies are held (a source replay the caller holds is used as given)
-    logical = expand_canary(canary, executed=False)
-    mismatches = verify_commitments(source, canary, serialization=serialization, expanded=logical)
-    executed = executed_program(canary, logical)
-    del logical
+    # peak memory: the canary's logical expansion is never built whole. Its decoded
+    # arrays serve the commitments (text columns and ranks made a chunk at a time);
+    # the replay reads of its members only two skew figures per occurrence, taken from
+    # the decoded skews (then dropped); its executed program has no member table and is
+    # freed once its replay is prepared; the source is replayed last, when only the
+    # canary's latencies are held (a source replay the caller holds is used as given).
+    # Refusals come in expand_canary's order, then the commitments', then the replay's.
+    decoded = decode_canary(canary, ranks=False)
+    check_member_ranks(decoded)
+    mismatches = verify_commitments(source, canary, serialization=serialization, decoded=decoded)
+    release_freed_memory()  # the commitments' chunks and lines
+    skews = None
+    largest_skew = None
+    if bool(canary["source"]["skew_known"]):
+        skews = grouped_skews(decoded.member_offsets, decoded.values.pop("skew"))
+        largest_skew = np.maximum(skews.max_skew, 0)  # what the junctions read
+    logical = logical_occurrences(canary, decoded)
+    del decoded
+    executed = executed_program(canary, logical, largest_skew)
+    del logical, largest_skew
     # what the document needs of the executed program
     executed_skew = (executed.skew_known, executed.skew_reason)
     executed_n = executed.n
     logical_total = float(np.sum(executed.occurrences["weight"].to_numpy()))
-    # all a replay reads of the members is two numbers per occurrence: take them and
-    # drop the member table before the prepared arrays are built
-    skews = member_skews(executed) if executed.skew_known else None
-    executed = replace(executed, members=empty_members())  # a slice would keep the arrays
+    if executed.skew_known:  # member_skews(executed), in its order of refusals
+        check_occurrences(executed)
+        skews = selected_skews(skews, executed.occurrences["logical_occ"].to_numpy(np.int64))
     prepared = prepare_replay(executed, skews)
     del skews
     del executed
-    can = replay_prepared(*prepared, backends, names)
+    release_freed_memory()  # the executed program's text columns and the decoded arrays
+    # the canary's tail events are read by no check (only the source's name the tail)
+    can = replay_prepared(*prepared, backends, names, tail_events=replays_out is not None)
     del prepared
+    release_freed_memory()  # the canary's prepared arrays
     recalls = None
     if source_replay is not None:
         src = source_replay

@@ -17,8 +17,11 @@ gives}``; an empty list means every receipt holds. Checked:
 
 Memory: the content checks (exact columns, members, timing) compare the canary's
 logical expansion with the source in chunks of at most ``CHUNK_MEMBERS`` occurrences or
-member events, so beyond the two programs the check holds arrays of a chunk's length,
-not of the trace's; the mismatches are the same for any chunk size.
+member events. The expansion is never built as a program: its text columns and member
+ranks are made from the decoded canary (``compile.expand.decode_canary``) a chunk at a
+time, so beyond the source and the decoded arrays (timing values, one per occurrence or
+member event) the check holds arrays of a chunk's length, not of the trace's; the
+mismatches are the same for any chunk size.
 """
 
 from __future__ import annotations
@@ -29,10 +32,15 @@ import pandas as pd
 from tracecanary.compile import timing
 from tracecanary.compile.budget import FIELDS, parse_overrides
 from tracecanary.compile.execution import check_execution
-from tracecanary.compile.expand import expand_canary
+from tracecanary.compile.expand import (
+    Decoded,
+    check_member_ranks,
+    decode_canary,
+    signature_column,
+)
 from tracecanary.compile.source import SourceSerialization, serialize_source
 from tracecanary.errors import InputError
-from tracecanary.program import Program
+from tracecanary.program import OCCURRENCE_COLUMNS, Program
 
 CHUNK_MEMBERS = 1 << 20
 """Most occurrences, or member events, the content check compares at once: its own
@@ -69,14 +77,15 @@ def verify_commitments(
     canary: dict,
     *,
     serialization: SourceSerialization | None = None,
-    expanded: Program | None = None,
+    decoded: Decoded | None = None,
 ) -> list[dict]:
     """Mismatches between ``canary``'s receipts and ``source`` (see module doc).
 
     ``serialization``: ``serialize_source(source)`` when the caller already holds it
     (the behavior search); used only if it was made from this very ``source`` object,
-    else recomputed. ``expanded``: ``expand_canary(canary)`` (logical) when the caller
-    already holds it. Neither changes the result, only what is recomputed."""
+    else recomputed. ``decoded``: ``decode_canary(canary, ranks=False)`` when the caller
+    already holds it and has made ``check_member_ranks`` of it (``expand_canary``'s
+    refusals). Neither changes the result, only what is recomputed."""
     out: list[dict] = []
     ser = (
         serialization
@@ -112,7 +121,7 @@ def verify_commitments(
             if got != itv["commitment"]:
                 out.append(_mismatch(where, itv["commitment"], got))
     del ser, serialization  # no more commitments to read: free the lines if ours
-    out.extend(_check_content(source, stop, canary, expanded))
+    out.extend(_check_content(source, stop, canary, decoded))
     out.extend(
         _mismatch("execution", "the reduction execution.policy selects", found)
         for found in check_execution(canary)
@@ -134,28 +143,65 @@ def _spans(total: int) -> range:
     return range(0, total, max(1, CHUNK_MEMBERS))
 
 
-def _first_difference(a: pd.Series, b: pd.Series, stop: int) -> int | None:
-    """The first row < ``stop`` where ``_differs(a, b)``, compared chunk by chunk."""
+class _Expansion:
+    """The canary's logical expansion (``expand_canary(canary)``) as the content check
+    reads it: column chunks made from the decoded arrays on demand, with the dtypes and
+    values the expanded program's columns hold."""
+
+    _MASKS = {"has_overlap": "overlap", "has_latency": "latency"}  # column: timing field
+
+    def __init__(self, canary: dict, d: Decoded) -> None:
+        self.canary, self.d = canary, d
+        self.n = len(d.sig_ids)
+        self.n_members = int(d.member_offsets[-1])
+
+    def column(self, col: str, lo: int, hi: int) -> pd.Series:
+        """Rows [lo, hi) of the occurrence column ``col``."""
+        d = self.d
+        if col == "group_size":
+            values = d.sizes[lo:hi]
+        elif col == "tail":
+            values = d.tail[lo:hi]
+        elif col in self._MASKS:
+            values = d.masks[self._MASKS[col]][lo:hi]
+        else:
+            values = signature_column(self.canary, col, d.sig_ids[lo:hi])
+        dtype = OCCURRENCE_COLUMNS[col]
+        if dtype != "str":
+            values = np.asarray(values, dtype=dtype)
+        elif not (isinstance(values, pd.api.extensions.ExtensionArray) and values.dtype == "str"):
+            values = pd.array(np.asarray(values, dtype=object), dtype="str")  # as _make_program
+        return pd.Series(values, copy=False)
+
+    def timing(self, name: str) -> np.ndarray:
+        """The int64 values of timing field ``name`` (skew: per member event; zero when
+        the canary says skew is unknown, as the expansion holds it)."""
+        if name == "skew" and not bool(self.canary["source"]["skew_known"]):
+            return np.zeros(self.n_members, dtype=np.int64)
+        return np.asarray(self.d.values[name], dtype=np.int64)
+
+    def same_ranks(self, ranks: np.ndarray) -> bool:
+        """Whether the members' ranks, in order, are ``ranks`` (compared a block at a time)."""
+        if len(ranks) != self.n_members:
+            return False
+        return all(
+            np.array_equal(block, ranks[m0 : m0 + block.size]) for m0, block in self.d.rank_blocks()
+        )
+
+
+def _first_difference(e: _Expansion, col: str, b: pd.Series, stop: int) -> int | None:
+    """The first row < ``stop`` where the expansion's ``col`` and ``b`` differ
+    (``_differs``), compared chunk by chunk."""
     for lo in _spans(stop):
         hi = min(stop, lo + CHUNK_MEMBERS)
-        diff = np.flatnonzero(_differs(a.iloc[lo:hi], b.iloc[lo:hi]))
+        diff = np.flatnonzero(_differs(e.column(col, lo, hi), b.iloc[lo:hi]))
         if len(diff):
             return lo + int(diff[0])
     return None
 
 
-def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
-    """``np.array_equal(a, b)``, compared chunk by chunk."""
-    if len(a) != len(b):
-        return False
-    return all(
-        np.array_equal(a[lo : lo + CHUNK_MEMBERS], b[lo : lo + CHUNK_MEMBERS])
-        for lo in _spans(len(a))
-    )
-
-
 def _check_content(
-    source: Program, stop: int, canary: dict, expanded: Program | None = None
+    source: Program, stop: int, canary: dict, decoded: Decoded | None = None
 ) -> list[dict]:
     """Mismatches between the canary's logical expansion and the first ``stop``
     occurrences of ``source``: structure, the exactly stated columns, members, skew
@@ -165,22 +211,23 @@ def _check_content(
     check's own arrays stay that size whatever the trace's; the result is the same for
     any chunk size."""
     out: list[dict] = []
-    if expanded is None:
-        expanded = expand_canary(canary, executed=False)
+    if decoded is None:
+        decoded = decode_canary(canary, ranks=False)
+        check_member_ranks(decoded)
+    expanded = _Expansion(canary, decoded)
     if expanded.n != stop:
         return [_mismatch("structure", f"{expanded.n} occurrences", f"{stop} occurrences")]
-    so, eo = source.occurrences, expanded.occurrences
+    so = source.occurrences
     for col in _EXACT_COLUMNS:
-        i = _first_difference(eo[col], so[col], stop)
+        i = _first_difference(expanded, col, so[col], stop)
         if i is not None:
-            out.append(
-                _mismatch(f"occurrence {i} field {col}", _py(eo[col].iloc[i]), _py(so[col].iloc[i]))
-            )
+            found = _py(expanded.column(col, i, i + 1).iloc[0])
+            out.append(_mismatch(f"occurrence {i} field {col}", found, _py(so[col].iloc[i])))
     # members are sorted by occurrence: those of the first stop occurrences lead
     source_occ = source.members["occ"].to_numpy()
     n_members = len(source_occ) if stop >= source.n else int(np.searchsorted(source_occ, stop))
-    if len(expanded.members) != n_members or not _same_values(
-        expanded.members["rank"].to_numpy(), source.members["rank"].to_numpy()[:n_members]
+    if expanded.n_members != n_members or not expanded.same_ranks(
+        source.members["rank"].to_numpy()[:n_members]
     ):
         out.append(
             _mismatch("members", "the canary's group members", "different members in the source")
@@ -225,7 +272,7 @@ class _TimingCheck:
     over the occurrence's members)."""
 
     def __init__(
-        self, source: Program, expanded: Program, stop: int, n_members: int, offsets: np.ndarray
+        self, source: Program, expanded: _Expansion, stop: int, n_members: int, offsets: np.ndarray
     ) -> None:
         self.source, self.expanded = source, expanded
         self.stop, self.n_members, self.offsets = stop, n_members, offsets
@@ -244,13 +291,13 @@ class _TimingCheck:
         if name == "skew":
             return (
                 self.source.members["skew_ns"].to_numpy(dtype=np.int64),
-                self.expanded.members["skew_ns"].to_numpy(dtype=np.int64),
+                self.expanded.timing("skew"),
                 None,
             )
         col, mcol = _COLS[name]
-        so, eo = self.source.occurrences, self.expanded.occurrences
+        so = self.source.occurrences
         mask = None if mcol is None else so[mcol].to_numpy(dtype=bool)
-        return so[col].to_numpy(dtype=np.int64), eo[col].to_numpy(dtype=np.int64), mask
+        return so[col].to_numpy(dtype=np.int64), self.expanded.timing(name), mask
 
     def first_difference(self, name: str) -> list[dict]:
         """The first value an exact stream states wrongly (none: empty)."""
