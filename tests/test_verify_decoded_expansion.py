@@ -104,3 +104,25 @@ def test_a_replay_without_tail_events_has_every_other_metric_of_the_full_one():
     for config, block in full.metrics.items():
         assert block["tail_events"]
         assert lean.metrics[config] == {k: v for k, v in block.items() if k != "tail_events"}
+
+
+def test_verify_behavior_cli_refuses_a_canary_rank_past_int32_with_exit_2_and_no_output(
+    tmp_path, run_cli, monkeypatch
+):
+    from conftest import small_trace, write_doc
+
+    from tracecanary.canonical import write_json
+    from tracecanary.compile.document import load_canary
+
+    trace = write_doc(small_trace(), tmp_path / "trace.json")
+    assert run_cli("compile", "--lossless", "-o", str(tmp_path / "canary.json"), str(trace))[0] == 0
+    canary = load_canary(tmp_path / "canary.json")
+    canary["groups"][sorted(canary["groups"])[0]][-1] = 2**31
+    canary["source"]["world_size"] = 2**31 + 1  # past the default max_ranks: raised below
+    write_json(tmp_path / "bad.json", canary)
+    monkeypatch.setenv("TRACECANARY_LIMITS", "max_ranks=3e9")
+    out = tmp_path / "verification.json"
+    code, _, err = run_cli("verify-behavior", "-o", str(out), str(trace), str(tmp_path / "bad.json"))
+    assert code == 2
+    assert "field groups" in err and "member rank 2147483648 does not fit a program" in err
+    assert not out.exists()
