@@ -81,18 +81,20 @@ def read_matching_columns(
     ``skip_empty_optional``, an ``OPTIONAL_MATCHING_COLUMNS`` column whose Parquet
     statistics say every value is missing is not read. Refuses an unreadable file
     (InputError)."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    try:
-        meta = pq.read_metadata(path)
-        names = meta.schema.to_arrow_schema().names
-        empty = _all_missing_columns(meta, OPTIONAL_MATCHING_COLUMNS) if skip_empty_optional else ()
-        wanted = [c for c in names if c in MATCHING_COLUMNS and c not in empty]
+    with _parquet_errors(path):
+        wanted = _matching_names(pq.read_metadata(path), skip_empty_optional)
         text = [c for c in wanted if c in TEXT_MATCHING_COLUMNS]
         return pq.read_table(path, columns=wanted, read_dictionary=text)
-    except (pa.ArrowException, OSError) as err:
-        raise InputError(f"unreadable Parquet: {err}"[:300], file=str(path)) from None
+
+
+def _matching_names(meta, skip_empty_optional: bool) -> list[str]:
+    """The ``MATCHING_COLUMNS`` a Parquet file (its metadata) has, in file order, less
+    the all-missing ``OPTIONAL_MATCHING_COLUMNS`` when ``skip_empty_optional``."""
+    names = meta.schema.to_arrow_schema().names
+    empty = _all_missing_columns(meta, OPTIONAL_MATCHING_COLUMNS) if skip_empty_optional else ()
+    return [c for c in names if c in MATCHING_COLUMNS and c not in empty]
 
 
 class ParquetColumns(MutableMapping):
@@ -112,14 +114,7 @@ class ParquetColumns(MutableMapping):
         self._path = str(path)
         with _parquet_errors(path):
             self._file = pq.ParquetFile(path, read_dictionary=list(TEXT_MATCHING_COLUMNS))
-            meta = self._file.metadata
-            names = meta.schema.to_arrow_schema().names
-            empty = (
-                _all_missing_columns(meta, OPTIONAL_MATCHING_COLUMNS)
-                if skip_empty_optional
-                else ()
-            )
-        self._names = [c for c in names if c in MATCHING_COLUMNS and c not in empty]
+            self._names = _matching_names(self._file.metadata, skip_empty_optional)
         self._read: dict[str, pd.Series] = {}
 
     def __getitem__(self, name: str) -> pd.Series:
