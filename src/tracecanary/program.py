@@ -151,6 +151,16 @@ def empty_members() -> pd.DataFrame:
     return pd.DataFrame({name: np.zeros(0, dtype=dtype) for name, dtype in MEMBER_COLUMNS.items()})
 
 
+def unfit_bounds(values: np.ndarray, dtype: str) -> tuple[int, int] | None:
+    """(min, max) of integer ``values`` when some value does not fit the integer
+    ``dtype`` (a members column), else None."""
+    if not values.size or values.dtype == dtype:
+        return None
+    info = np.iinfo(dtype)
+    lo, hi = int(values.min()), int(values.max())
+    return (lo, hi) if lo < info.min or hi > info.max else None
+
+
 def _member_column(name: str, values, dtype: str, *, limit: int) -> np.ndarray:
     """``values`` as a members column of ``dtype``; refuses (InputError naming ``name``)
     an int32 column whose values do not fit (occurrence count ``limit`` for ``occ``)."""
@@ -161,14 +171,14 @@ def _member_column(name: str, values, dtype: str, *, limit: int) -> np.ndarray:
                 f"{limit} occurrences: more than a program holds ({MEMBER_INDEX_LIMIT + 1})",
                 field="occ",
             )
-        if array.size and array.dtype != np.int32:
-            lo, hi = int(array.min()), int(array.max())
-            if lo < -MEMBER_INDEX_LIMIT - 1 or hi > MEMBER_INDEX_LIMIT:
-                raise InputError(
-                    f"member {name} {hi if hi > MEMBER_INDEX_LIMIT else lo} does not fit a "
-                    f"program (below {MEMBER_INDEX_LIMIT + 1})",
-                    field=name,
-                )
+        bounds = unfit_bounds(array, dtype)
+        if bounds is not None:
+            lo, hi = bounds
+            raise InputError(
+                f"member {name} {hi if hi > MEMBER_INDEX_LIMIT else lo} does not fit a "
+                f"program (below {MEMBER_INDEX_LIMIT + 1})",
+                field=name,
+            )
         return array.astype(np.int32, copy=False)
     return np.asarray(values, dtype=dtype)
 

@@ -31,7 +31,7 @@ from tracecanary.compile.structure import expand_structure, member_positions, st
 from tracecanary.compile.tracefile import trace_meta
 from tracecanary.errors import InputError, ResourceLimitExceeded
 from tracecanary.limits import current_limits
-from tracecanary.program import MEMBER_COLUMNS, OCCURRENCE_COLUMNS, Program
+from tracecanary.program import MEMBER_COLUMNS, OCCURRENCE_COLUMNS, Program, unfit_bounds
 
 MAX_EXPAND_OCCURRENCES = 100_000_000
 MAX_EXPAND_MEMBERS = 1_000_000_000
@@ -231,7 +231,9 @@ def _make_program(
             data[name] = value
         else:
             data[name] = pd.array(np.asarray(value, dtype=object), dtype="str")
-    mcols = {name: _member_array(name, members[name], dtype) for name, dtype in MEMBER_COLUMNS.items()}
+    mcols = {
+        name: _member_array(name, members[name], dtype) for name, dtype in MEMBER_COLUMNS.items()
+    }
     return Program(
         # copy=False: one block per column, not the int64 columns consolidated into one
         # 2-D copy, of which a view of one column (a replay's prepared arrays) keeps all
@@ -248,12 +250,11 @@ def _member_array(name: str, values: np.ndarray, dtype: str) -> np.ndarray:
     """``values`` as the members column ``name`` of ``dtype``; InputError (field
     ``groups``) for a value the column cannot hold (a narrower column never wraps it)."""
     values = np.asarray(values)
-    if values.dtype != dtype and values.size:
-        info = np.iinfo(dtype)
-        lo, hi = int(values.min()), int(values.max())
-        if lo < info.min or hi > info.max:
-            bad = lo if lo < info.min else hi
-            raise InputError(f"member {name} {bad} does not fit a program ({dtype})", field="groups")
+    bounds = unfit_bounds(values, dtype)
+    if bounds is not None:
+        lo, hi = bounds
+        bad = lo if lo < np.iinfo(dtype).min else hi
+        raise InputError(f"member {name} {bad} does not fit a program ({dtype})", field="groups")
     return values.astype(dtype, copy=False)
 
 
