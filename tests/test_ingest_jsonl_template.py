@@ -299,3 +299,65 @@ def test_template_parser_reads_what_trace_io_writes(tmp_path):
     fast = parse_chunk(body)
     assert fast is not None and fast.num_rows == len(docs[0]["events"])
     assert pa.Table.from_batches([fast]).equals(_json_reader(body).combine_chunks())
+
+
+# --- the body's chunks: cut as pyarrow's streaming reader cuts, buffers used again -----
+
+
+def _chunks_by_definition(body: bytes, block: int) -> list[bytes] | str:
+    """The cutting rule written plainly (blocks of ``block`` bytes; a chunk is the carry
+    and the block up to its last newline; the final block whole; a carried line with no
+    newline in the next block, when more follows, is refused)."""
+    blocks = [body[i : i + block] for i in range(0, len(body), block)]
+    chunks, carry = [], b""
+    for i, data in enumerate(blocks):
+        if i == len(blocks) - 1:
+            chunks.append(carry + data)
+            break
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            if carry:
+                return "straddling"
+            carry = data
+        else:
+            chunks.append(carry + data[:cut])
+            carry = data[cut:]
+    return chunks
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=30),
+    final_newline=st.booleans(),
+    block=st.integers(1, 64),
+)
+def test_body_chunks_follow_the_cutting_rule_while_reusing_buffers(lines, final_newline, block):
+    import io
+
+    body = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    expected = _chunks_by_definition(body, block)
+    buffers = ingest_mod._ChunkBuffers(keep=4)
+    got: list[bytes] = []
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(ingest_mod, "BATCH_BYTES", block)
+        try:
+            for chunk in ingest_mod._jsonl_chunks(io.BytesIO(body), buffers):
+                got.append(bytes(chunk))
+                buffers.give(chunk)  # as the reader does once the chunk is parsed
+        except pa.ArrowInvalid as err:
+            assert expected == "straddling" and "straddl" in str(err)
+            return
+    assert got == expected
+
+
+def test_a_chunk_buffer_still_viewed_is_never_handed_out_again():
+    buffers = ingest_mod._ChunkBuffers(keep=4)
+    viewed = buffers.take(1000)
+    view = memoryview(viewed)  # e.g. an Arrow buffer over the chunk's bytes
+    buffers.give(viewed)
+    assert buffers.take(1000) is not viewed
+    view.release()
+    free = buffers.take(1000)
+    buffers.give(free)
+    again = buffers.take(990)
+    assert again is free and len(again) == 990

@@ -38,3 +38,50 @@ def test_arrays_freed_below_the_heaps_top_are_returned_by_the_release():
     held, released = map(float, out.stdout.split())
     assert held > 100  # the 47 freed 4 MiB blocks stay resident in the heap
     assert released < 20
+
+
+THP_SCRIPT = textwrap.dedent(
+    """
+    import subprocess, sys
+    from tracecanary.memory import avoid_huge_pages
+
+    def thp_enabled(status="/proc/self/status"):
+        return next(l.split()[1] for l in open(status) if l.startswith("THP_enabled:"))
+
+    before = thp_enabled()
+    took = avoid_huge_pages()
+    child = subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True)
+    inherited = next(l.split()[1] for l in child.stdout.splitlines() if l.startswith("THP_enabled:"))
+    print(before, took, thp_enabled(), inherited)
+    """
+)
+
+
+def _reports_thp() -> bool:
+    try:
+        return any(line.startswith("THP_enabled:") for line in open("/proc/self/status"))
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _reports_thp(), reason="no THP_enabled in /proc/self/status (Linux >= 5.0)")
+def test_a_streaming_process_opts_itself_and_its_children_out_of_huge_pages():
+    out = subprocess.run(
+        [sys.executable, "-c", THP_SCRIPT], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["1", "True", "0", "0"]
+
+
+def test_the_ingest_command_and_jobs_opt_out_of_huge_pages_and_the_library_does_not():
+    """The opt-out is a property of a whole process: the entry points that run ingest
+    in their own process take it; ``ingest_files``, callable from a user's process,
+    does not."""
+    import inspect
+
+    import tracecanary.campaign.stages as stages
+    import tracecanary.commands.ingest as command
+    import tracecanary.ingest as ingest
+
+    for entry in (command.run, stages.ingest, stages.ingest_capture_block):
+        assert "avoid_huge_pages()" in inspect.getsource(entry)
+    assert "avoid_huge_pages" not in inspect.getsource(ingest)

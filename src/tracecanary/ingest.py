@@ -73,6 +73,7 @@ from tracecanary.parquet_io import ROW_GROUP_SIZE, WRITER_OPTIONS
 
 BATCH_BYTES = 1 << 24
 PARSE_THREADS = 2  # chunks parsed at once, each on its own worker
+CHUNKS_AHEAD = PARSE_THREADS + 1  # read ahead: a worker that finishes finds the next chunk
 
 # the plain op names as one value set; an op outside it is custom (checked by the
 # pattern) or unknown. Index lookup tables: position in OPS -> class (-1: not plain).
@@ -264,29 +265,68 @@ def _locate_jsonl_error(path: str, first_index: int, message: str) -> InputError
 _STRADDLING = "straddling object straddles two block boundaries (try to increase block size?)"
 
 
-def _jsonl_chunks(stream: BinaryIO) -> Iterator[bytes]:
+class _ChunkBuffers:
+    """Byte buffers for the body's chunks, each used again once its chunk is parsed, so
+    a long body costs fresh memory (page faults) for a few chunks, not for every one.
+    A buffer something still views (an export) is never used again."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.free: list[bytearray] = []
+
+    def take(self, size: int) -> bytearray:
+        """A buffer of ``size`` bytes (contents unspecified)."""
+        while self.free:
+            buffer = self.free.pop()
+            if size < buffer.__alloc__() <= 2 * size:  # resized in place, no new memory
+                if len(buffer) > size:
+                    del buffer[size:]
+                else:
+                    buffer.extend(bytes(size - len(buffer)))
+                return buffer
+        return bytearray(size)
+
+    def give(self, buffer: bytearray | None) -> None:
+        """Hand back a chunk's buffer once nothing reads it."""
+        if buffer is None or not buffer or len(self.free) >= self.keep:
+            return
+        try:  # a resize refuses while a view (e.g. an Arrow buffer) holds the bytes
+            buffer.append(buffer.pop())
+        except BufferError:
+            return
+        self.free.append(buffer)
+
+
+def _jsonl_chunks(stream: BinaryIO, buffers: _ChunkBuffers | None = None) -> Iterator[bytearray]:
     """The body in whole-line chunks, cut where pyarrow's streaming JSON reader cuts its
     batches, so a refusal names the same record: the body is read in ``BATCH_BYTES``
     blocks; a chunk is what was carried from the block before and this block up to its
     last newline, the rest is carried on; the final block is taken whole. A block
     without a newline after a carried partial line is refused as the reader refuses it
-    (``_STRADDLING``, raised as ``pa.ArrowInvalid``)."""
-    carry = b""
-    block = stream.read(BATCH_BYTES)
-    while block:
-        following = stream.read(BATCH_BYTES)
-        if not following:
-            yield b"".join((carry, block)) if carry else block
+    (``_STRADDLING``, raised as ``pa.ArrowInvalid``). Each block is read straight in
+    behind the carried bytes (into a buffer from ``buffers`` where given), so a chunk
+    is never copied whole."""
+    buffers = buffers or _ChunkBuffers(keep=0)
+    buffer = buffers.take(BATCH_BYTES)
+    carried = 0  # bytes at the start of ``buffer`` carried from the block before
+    read = stream.readinto(memoryview(buffer)[carried:])
+    while read:
+        end = carried + read
+        cut = buffer.rfind(b"\n", carried, end) + 1
+        rest = end - cut if cut else read  # carried on (a block without newline: whole)
+        following = buffers.take(rest + BATCH_BYTES)
+        following[:rest] = memoryview(buffer)[end - rest : end]
+        following_read = stream.readinto(memoryview(following)[rest:])
+        if not following_read:
+            del buffer[end:]
+            yield buffer
             return
-        cut = block.rfind(b"\n") + 1
-        if cut == 0:
-            if carry:
-                raise pa.ArrowInvalid(_STRADDLING)
-            carry = block
-        else:  # one copy: the carried line and the whole lines of this block
-            yield b"".join((carry, memoryview(block)[:cut])) if carry or cut < len(block) else block
-            carry = block[cut:]
-        block = following
+        if not cut and carried:
+            raise pa.ArrowInvalid(_STRADDLING)
+        if cut:
+            del buffer[cut:]
+            yield buffer
+        buffer, carried, read = following, rest, following_read
 
 
 def _parse_jsonl_chunk(chunk: bytes) -> pa.RecordBatch | None:
@@ -317,38 +357,42 @@ def _failed(err: Exception) -> Future:
 def _jsonl_batches(path: str, stream) -> Iterator[tuple[int, pa.RecordBatch]]:
     """(index of the first event, batch) of a JSON Lines body, in file order. This
     thread reads (and so hashes) the chunks; ``PARSE_THREADS`` workers parse the next
-    ones while the caller checks the batch it was handed. A read that fails (a
+    ones while the caller checks the batch it was handed, and one more chunk waits
+    read (``CHUNKS_AHEAD``). A read that fails (a
     resource limit, a straddling line) is raised when the batches before it are
     consumed, as the streaming reader raised it."""
-    chunks = _jsonl_chunks(stream)
-    pending: deque[Future] = deque()
+    buffers = _ChunkBuffers(keep=CHUNKS_AHEAD + 2)
+    chunks = _jsonl_chunks(stream, buffers)
+    pending: deque[tuple[Future, bytearray | None]] = deque()
     index = 0
     with stream, ThreadPoolExecutor(PARSE_THREADS, thread_name_prefix="tracecanary-jsonl") as pool:
         try:
             reading = True
             while True:
-                while reading and len(pending) < PARSE_THREADS:
+                while reading and len(pending) < CHUNKS_AHEAD:
                     try:
                         chunk = next(chunks)
                     except StopIteration:
                         reading = False
                     except Exception as err:  # raised in its turn
-                        pending.append(_failed(err))
+                        pending.append((_failed(err), None))
                         reading = False
                     else:
-                        pending.append(pool.submit(_parse_jsonl_chunk, chunk))
+                        pending.append((pool.submit(_parse_jsonl_chunk, chunk), chunk))
                 if not pending:
                     return
+                parsing, chunk = pending.popleft()
                 try:
-                    batch = pending.popleft().result()
+                    batch = parsing.result()
                 except pa.ArrowInvalid as err:
                     raise _locate_jsonl_error(path, index, str(err)) from None
+                buffers.give(chunk)
                 if batch is None:
                     continue
                 yield index, batch
                 index += batch.num_rows
         finally:  # a refusal or an abandoned read: the workers finish before the close
-            for future in pending:
+            for future, _ in pending:
                 future.cancel()
 
 

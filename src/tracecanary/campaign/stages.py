@@ -98,7 +98,10 @@ def capture_set_header(job) -> None:
 
 
 def ingest_capture_block(job) -> None:
+    from tracecanary.memory import avoid_huge_pages
     from tracecanary.rank_blocks import check_capture_block
+
+    avoid_huge_pages()  # the job's own process streams through memory (tracecanary.memory)
 
     captures = _paths(job.input.captures)
     checked = check_capture_block(
@@ -140,6 +143,9 @@ def merge(job) -> None:
 
 def ingest(job) -> None:
     from tracecanary.ingest import ingest_files
+    from tracecanary.memory import avoid_huge_pages
+
+    avoid_huge_pages()  # the job's own process streams through memory (tracecanary.memory)
 
     ingest_files([job.input.trace], job.output.table)
 

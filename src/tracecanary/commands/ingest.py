@@ -26,6 +26,9 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from tracecanary.ingest import ingest_files
+    from tracecanary.memory import avoid_huge_pages
+
+    avoid_huge_pages()  # this process streams through memory (tracecanary.memory)
 
     result = ingest_files(args.inputs, args.output)
     print(

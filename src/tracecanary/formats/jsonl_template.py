@@ -82,7 +82,7 @@ def _cut(text: pa.ChunkedArray, start: int, end: int) -> pa.ChunkedArray:
     return pc.binary_slice(text, start, stop)
 
 
-def _integer_values(text: pa.ChunkedArray) -> pa.Array | None:
+def _integer_values(text: pa.ChunkedArray) -> np.ndarray | None:
     """The int64 values of canonical non-negative decimal texts, else None. Arrow's
     cast takes decimal digits with an optional ``-``, leading zeros and a ``0x`` prefix
     (and refuses every other byte); a canonical text starts with 1-9 or is ``0``."""
@@ -94,17 +94,19 @@ def _integer_values(text: pa.ChunkedArray) -> pa.Array | None:
     padded = pc.and_(pc.starts_with(text, "0"), pc.greater(pc.binary_length(text), 1))
     if pc.any(pc.or_(signed, padded)).as_py():
         return None
-    return values.combine_chunks()
+    return values.combine_chunks().to_numpy()
 
 
-def _string_values(text: pa.ChunkedArray, prefix: bytes, suffix: bytes) -> pa.Array | None:
-    """The contents of ``prefix "content" suffix`` texts with nothing to unescape, else
-    None. Event strings repeat (ops, dtypes, groups, phases, streams), so each distinct
-    text is checked once and the contents are taken by their dictionary indices."""
+def _string_values(
+    text: pa.ChunkedArray, prefix: bytes, suffix: bytes
+) -> tuple[list[str], np.ndarray] | None:
+    """(the distinct contents, each row's index into them) of ``prefix "content"
+    suffix`` texts with nothing to unescape, else None. Event strings repeat (ops,
+    dtypes, groups, phases, streams), so each distinct text is checked once."""
     encoded = pc.dictionary_encode(text)
     chunks = encoded.chunks
     if not chunks:
-        return pa.array([], pa.string())
+        return [], np.empty(0, dtype=np.int32)
     dictionary = chunks[-1].dictionary  # one memo serves every chunk
     if not all(chunk.dictionary.equals(dictionary) for chunk in chunks):
         encoded = encoded.combine_chunks()
@@ -120,8 +122,65 @@ def _string_values(text: pa.ChunkedArray, prefix: bytes, suffix: bytes) -> pa.Ar
         if _UNSAFE_IN_STRING.search(content):
             return None
         contents.append(content.decode())  # the chunk is valid UTF-8
-    indices = pa.chunked_array([c.indices for c in chunks]).combine_chunks()
-    return pa.array(contents, pa.string()).take(indices)
+    indices = pa.chunked_array([c.indices for c in chunks], pa.int32()).combine_chunks()
+    return contents, indices.to_numpy()
+
+
+@dataclass
+class _Rows:
+    """Parsed lines of a chunk, columns kept cheap to reorder: an integer field as its
+    values, a string field as its distinct contents and each row's index into them
+    (-1: absent, null); a field in no layout is absent from both maps (all null)."""
+
+    count: int
+    integers: dict[str, tuple[np.ndarray, np.ndarray | None]]  # values, present (None: all)
+    strings: dict[str, tuple[list[str], np.ndarray]]
+
+    @staticmethod
+    def interleave(first: "_Rows", second: "_Rows", second_at: np.ndarray) -> "_Rows":
+        """The rows of both in one order: ``second``'s rows at the (increasing)
+        positions ``second_at``, ``first``'s rows in order at the others."""
+        count = first.count + second.count
+        first_at = np.ones(count, dtype=bool)
+        first_at[second_at] = False
+        integers: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+        for name in first.integers.keys() | second.integers.keys():
+            values = np.zeros(count, dtype=np.int64)
+            present = np.zeros(count, dtype=bool)
+            for rows, at in ((first, first_at), (second, second_at)):
+                if name in rows.integers:
+                    part, part_present = rows.integers[name]
+                    values[at] = part
+                    present[at] = True if part_present is None else part_present
+            integers[name] = (values, None if present.all() else present)
+        strings: dict[str, tuple[list[str], np.ndarray]] = {}
+        for name in first.strings.keys() | second.strings.keys():
+            codes = np.full(count, -1, dtype=np.int32)
+            contents: list[str] = []
+            for rows, at in ((first, first_at), (second, second_at)):
+                if name in rows.strings:
+                    part_contents, part_codes = rows.strings[name]
+                    codes[at] = np.where(part_codes < 0, -1, part_codes + len(contents))
+                    contents = contents + part_contents
+            strings[name] = (contents, codes)
+        return _Rows(count, integers, strings)
+
+    def batch(self) -> pa.RecordBatch:
+        """The rows as an ``EVENT_SCHEMA`` record batch."""
+        arrays = []
+        for field in EVENT_SCHEMA:
+            if field.name in self.integers:
+                values, present = self.integers[field.name]
+                mask = None if present is None else ~present
+                arrays.append(pa.array(values, type=field.type, mask=mask))
+            elif field.name in self.strings:
+                contents, codes = self.strings[field.name]
+                mask = codes < 0
+                indices = pa.array(codes, mask=mask if mask.any() else None)
+                arrays.append(pa.array(contents, field.type).take(indices))
+            else:
+                arrays.append(pa.nulls(self.count, field.type))
+        return pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
 
 
 def _csv_fields(chunk: bytes, width: int) -> tuple[pa.Table, dict[int, bytes]] | None:
@@ -201,7 +260,7 @@ def _commonest_line(chunk: bytes) -> bytes:
     return sample[widths.index(max(widths, key=widths.count))] if sample else b""
 
 
-def _parse(chunk: bytes, layouts_left: int) -> pa.RecordBatch | None:
+def _parse(chunk: bytes, layouts_left: int) -> _Rows | None:
     """The chunk's events: the lines of the commonest layout read by the CSV reader,
     the other lines (other widths or keys) parsed the same way as a chunk of their own
     with one layout fewer left, both put back in line order; None as ``parse_chunk``."""
@@ -215,10 +274,8 @@ def _parse(chunk: bytes, layouts_left: int) -> pa.RecordBatch | None:
     if read is None:
         return None
     table, others = read
-    lines = table.num_rows + len(others)
     table = _set_aside_other_keys(table, layout, others)
-    n = table.num_rows
-    columns: dict[str, pa.Array] = {}
+    rows = _Rows(table.num_rows, {}, {})
     for index, (key, prefix) in enumerate(zip(layout.keys, layout.prefixes, strict=True)):
         text = table.column(index)
         suffix = b"}" if index == width - 1 else b""
@@ -226,27 +283,22 @@ def _parse(chunk: bytes, layouts_left: int) -> pa.RecordBatch | None:
             if suffix and pc.all(pc.ends_with(text, suffix.decode())).as_py() is False:
                 return None
             values = _integer_values(_cut(text, len(prefix), len(suffix)))
+            if values is None:
+                return None
+            rows.integers[key] = (values, None)
         else:
-            values = _string_values(text, prefix.encode(), suffix)
-        if values is None:
-            return None
-        columns[key] = values
-    arrays = [columns.get(f.name, pa.nulls(n, f.type)) for f in EVENT_SCHEMA]
-    batch = pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
+            strings = _string_values(text, prefix.encode(), suffix)
+            if strings is None:
+                return None
+            rows.strings[key] = strings
     if not others:
-        return batch
+        return rows
     other_lines = np.array(sorted(others), dtype=np.int64)
     rest = b"\n".join(others[line] for line in other_lines.tolist()) + b"\n"
-    rest_batch = _parse(rest, layouts_left - 1)
-    if rest_batch is None or rest_batch.num_rows != len(others):
+    rest_rows = _parse(rest, layouts_left - 1)
+    if rest_rows is None or rest_rows.count != len(others):
         return None
-    place = np.empty(lines, dtype=np.int64)  # line -> row of [batch rows, rest rows]
-    mine = np.ones(lines, dtype=bool)
-    mine[other_lines] = False
-    place[mine] = np.arange(n)
-    place[other_lines] = n + np.arange(len(others))
-    both = pa.Table.from_batches([batch, rest_batch]).combine_chunks()
-    return both.take(pa.array(place)).combine_chunks().to_batches()[0]
+    return _Rows.interleave(rows, rest_rows, other_lines)
 
 
 def parse_chunk(chunk: bytes) -> pa.RecordBatch | None:
@@ -259,7 +311,8 @@ def parse_chunk(chunk: bytes) -> pa.RecordBatch | None:
             chunk.decode("utf-8")
         except UnicodeDecodeError:
             return None
-    return _parse(chunk, MAX_LAYOUTS)
+    rows = _parse(chunk, MAX_LAYOUTS)
+    return None if rows is None else rows.batch()
 
 
 __all__ = ["MAX_LAYOUTS", "parse_chunk"]
