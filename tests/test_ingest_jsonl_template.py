@@ -81,6 +81,9 @@ _MUTATIONS = [
     lambda s: s.replace(":8,", ": 8,", 1),
     lambda s: s.replace(":8,", ":8 ,", 1),
     lambda s: s.replace(":8,", ":9223372036854775808,", 1),
+    lambda s: s.replace(":8,", ":0x8,", 1),
+    lambda s: s.replace(":8,", ":0xFFFFF,", 1),  # as many digits as its value 1048575
+    lambda s: s.replace(":0,", ":-0,", 1),
     lambda s: s.replace(":8,", ":18446744073709551616,", 1),
     lambda s: s.replace('"w"', '"w\\"x"', 1),
     lambda s: s.replace('"w"', '"\\u0077"', 1),
@@ -167,6 +170,19 @@ def test_template_parser_reads_clean_chunks_of_several_layouts_in_file_order(ord
     fast = parse_chunk(chunk)
     assert fast is not None
     assert pa.Table.from_batches([fast]).equals(_json_reader(chunk).combine_chunks())
+
+
+@pytest.mark.parametrize(
+    "text", ["00", "-0", "-8", "+8", "0x8", "0xFFFFF", "0XFFFFF", "08", " 8", "8 ", ""]
+)
+def test_template_parser_declines_integer_texts_that_are_not_canonical_decimals(text):
+    """Arrow's cast reads some of these (signs, leading zeros, hex: 0xFFFFF is 1048575,
+    as many digits as its text); JSON has none of them, so the parser leaves the chunk to
+    the JSON reader, which refuses it."""
+    good = '{"rank":0,"seq":1,"op":"all_reduce","bytes":%s,"dtype":"f","group":"w"}'
+    chunk = _chunk([good % "0", good % "1048575", good % text])
+    assert parse_chunk(chunk) is None
+    assert parse_chunk(_chunk([good % "0", good % "1048575"])) is not None
 
 
 def test_template_parser_declines_more_layouts_than_it_tries():

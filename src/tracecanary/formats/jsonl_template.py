@@ -90,19 +90,31 @@ def _integer_values(text: pa.ChunkedArray) -> np.ndarray | None:
         values = pc.cast(text, pa.int64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    signed = pc.starts_with(text, "-")
-    padded = pc.and_(pc.starts_with(text, "0"), pc.greater(pc.binary_length(text), 1))
-    if pc.any(pc.or_(signed, padded)).as_py():
+    if not all(_lead_canonically(chunk) for chunk in text.chunks):
         return None
     return values.combine_chunks().to_numpy()
 
 
-def _string_values(
-    text: pa.ChunkedArray, prefix: bytes, suffix: bytes
-) -> tuple[list[str], np.ndarray] | None:
-    """(the distinct contents, each row's index into them) of ``prefix "content"
-    suffix`` texts with nothing to unescape, else None. Event strings repeat (ops,
-    dtypes, groups, phases, streams), so each distinct text is checked once."""
+def _lead_canonically(texts: pa.BinaryArray) -> bool:
+    """Whether every text is ``0`` or starts with 1-9 (read from the array's offsets and
+    bytes: no kernel pass per condition)."""
+    count = len(texts)
+    if count == 0:
+        return True
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)
+    offsets = offsets[texts.offset : texts.offset + count + 1]
+    lengths = np.diff(offsets)
+    if not lengths.all():  # an empty text (which the cast refuses anyway)
+        return False
+    first = np.frombuffer(texts.buffers()[2], dtype=np.uint8)[offsets[:-1]]
+    digit = (first >= ord("1")) & (first <= ord("9"))
+    return bool((digit | ((first == ord("0")) & (lengths == 1))).all())
+
+
+def _distinct_texts(text: pa.ChunkedArray) -> tuple[list[bytes], np.ndarray]:
+    """(the distinct texts of a column, each row's index into them): one hash pass.
+    Event strings repeat (ops, dtypes, groups, phases, streams), so each distinct text
+    is then checked once."""
     encoded = pc.dictionary_encode(text)
     chunks = encoded.chunks
     if not chunks:
@@ -111,9 +123,24 @@ def _string_values(
     if not all(chunk.dictionary.equals(dictionary) for chunk in chunks):
         encoded = encoded.combine_chunks()
         chunks, dictionary = [encoded], encoded.dictionary
+    indices = pa.chunked_array([c.indices for c in chunks], pa.int32()).combine_chunks()
+    return dictionary.to_pylist(), indices.to_numpy()
+
+
+def _string_values(
+    texts: list[bytes], codes: np.ndarray, prefix: bytes, suffix: bytes
+) -> tuple[list[str], np.ndarray] | None:
+    """(the contents, each row's index into them) of rows whose texts (``texts[code]``)
+    are ``prefix "content" suffix`` with nothing to unescape, else None. Only the texts
+    some row holds are checked."""
     head, tail = prefix + b'"', b'"' + suffix
+    used = np.zeros(len(texts), dtype=bool)
+    used[codes] = True
     contents = []
-    for value in dictionary.to_pylist():
+    for value, held in zip(texts, used.tolist(), strict=True):
+        if not held:
+            contents.append("")  # no row refers to it
+            continue
         if len(value) < len(head) + len(tail) or not value.startswith(head):
             return None
         if not value.endswith(tail):
@@ -122,8 +149,7 @@ def _string_values(
         if _UNSAFE_IN_STRING.search(content):
             return None
         contents.append(content.decode())  # the chunk is valid UTF-8
-    indices = pa.chunked_array([c.indices for c in chunks], pa.int32()).combine_chunks()
-    return contents, indices.to_numpy()
+    return contents, codes
 
 
 @dataclass
@@ -223,27 +249,38 @@ def _csv_fields(chunk: bytes, width: int) -> tuple[pa.Table, dict[int, bytes]] |
     return table, others
 
 
-def _set_aside_other_keys(table: pa.Table, layout: _Layout, others: dict[int, bytes]) -> pa.Table:
-    """The rows whose fields start with the layout's key prefixes; the texts of the
-    others (same width, other keys) join ``others`` under their line numbers. A text is
-    its fields joined by commas, which is the line itself, except for an empty line (the
-    CSV reader's one row that is not its fields): that becomes commas only, which no
-    layout reads, so the chunk is declined as it must be."""
-    fits = None
-    for index, prefix in enumerate(layout.prefixes):
-        starts = pc.starts_with(table.column(index), prefix)
-        fits = starts if fits is None else pc.and_(fits, starts)
-    if fits is None or pc.all(fits).as_py() is not False:
-        return table
-    mask = fits.to_numpy()
+def _set_aside_other_keys(
+    table: pa.Table, layout: _Layout, others: dict[int, bytes]
+) -> tuple[pa.Table, dict[int, tuple[list[bytes], np.ndarray]]]:
+    """(the rows whose fields start with the layout's key prefixes, the distinct texts
+    and per-row codes of their string fields by field index); the texts of the other
+    rows (same width, other keys) join ``others`` under their line numbers. A string
+    field's prefix is checked once per distinct text. A text is its fields joined by
+    commas, which is the line itself, except for an empty line (the CSV reader's one
+    row that is not its fields): that becomes commas only, which no layout reads, so
+    the chunk is declined as it must be."""
+    fits = np.ones(table.num_rows, dtype=bool)
+    strings: dict[int, tuple[list[bytes], np.ndarray]] = {}
+    for index, (key, prefix) in enumerate(zip(layout.keys, layout.prefixes, strict=True)):
+        text = table.column(index)
+        if key in INT_FIELDS:
+            fits &= pc.starts_with(text, prefix).to_numpy()
+            continue
+        texts, codes = _distinct_texts(text)
+        keyed = np.array([value.startswith(prefix.encode()) for value in texts], dtype=bool)
+        fits &= keyed[codes]
+        strings[index] = (texts, codes)
+    if fits.all():
+        return table, strings
     lines = np.ones(table.num_rows + len(others), dtype=bool)
     lines[list(others)] = False
     row_line = np.flatnonzero(lines)
-    rejected = table.filter(pa.array(~mask))
-    texts = pc.binary_join_element_wise(*rejected.columns, b",")
-    for line, text in zip(row_line[~mask].tolist(), texts.to_pylist(), strict=True):
+    rejected = table.filter(pa.array(~fits))
+    joined = pc.binary_join_element_wise(*rejected.columns, b",")
+    for line, text in zip(row_line[~fits].tolist(), joined.to_pylist(), strict=True):
         others[line] = text
-    return table.filter(pa.array(mask))
+    kept = {index: (texts, codes[fits]) for index, (texts, codes) in strings.items()}
+    return table.filter(pa.array(fits)), kept
 
 
 def _commonest_line(chunk: bytes) -> bytes:
@@ -274,7 +311,7 @@ def _parse(chunk: bytes, layouts_left: int) -> _Rows | None:
     if read is None:
         return None
     table, others = read
-    table = _set_aside_other_keys(table, layout, others)
+    table, texts = _set_aside_other_keys(table, layout, others)
     rows = _Rows(table.num_rows, {}, {})
     for index, (key, prefix) in enumerate(zip(layout.keys, layout.prefixes, strict=True)):
         text = table.column(index)
@@ -287,7 +324,7 @@ def _parse(chunk: bytes, layouts_left: int) -> _Rows | None:
                 return None
             rows.integers[key] = (values, None)
         else:
-            strings = _string_values(text, prefix.encode(), suffix)
+            strings = _string_values(*texts[index], prefix.encode(), suffix)
             if strings is None:
                 return None
             rows.strings[key] = strings
