@@ -69,19 +69,59 @@ def test_a_streaming_process_opts_itself_and_its_children_out_of_huge_pages():
     out = subprocess.run(
         [sys.executable, "-c", THP_SCRIPT], capture_output=True, text=True, check=True
     )
-    assert out.stdout.split() == ["1", "True", "0", "0"]
+    assert out.stdout.split()[1:] == ["True", "0", "0"]  # (before: as the parent left it)
 
 
-def test_the_ingest_command_and_jobs_opt_out_of_huge_pages_and_the_library_does_not():
-    """The opt-out is a property of a whole process: the entry points that run ingest
-    in their own process take it; ``ingest_files``, callable from a user's process,
-    does not."""
+_THP_AFTER_CLI = textwrap.dedent(
+    """
+    import sys
+    from tracecanary.cli import main
+
+    sys.argv = ["tracecanary", *sys.argv[1:]]
+    code = main()  # the command line: this process is the command
+    status = open("/proc/self/status").read().split("THP_enabled:")[1].split()[0]
+    print(code, status)
+    """
+)
+
+
+@pytest.mark.skipif(not _reports_thp(), reason="no THP_enabled in /proc/self/status (Linux >= 5.0)")
+def test_ingest_run_as_the_command_opts_its_process_out_of_huge_pages(tmp_path):
+    from conftest import REPO
+
+    trace = REPO / "resources" / "decode" / "rank0.jsonl.gz"
+    out = tmp_path / "t.parquet"
+    argv = ["ingest", str(trace), "-o", str(out)]
+    run = subprocess.run(
+        [sys.executable, "-c", _THP_AFTER_CLI, *argv], capture_output=True, text=True, check=True
+    )
+    assert run.stdout.split() == ["0", "0"] and out.exists()
+
+
+@pytest.mark.skipif(not _reports_thp(), reason="no THP_enabled in /proc/self/status (Linux >= 5.0)")
+def test_ingest_called_inside_another_program_leaves_its_process_as_it_was(tmp_path, run_cli):
+    """``cli.main`` with arguments (a workflow job's in-process call, a test, a user's
+    script) and the library function take no process-wide policy."""
+    from conftest import REPO
+
+    from tracecanary.ingest import ingest_files
+
+    def thp() -> str:
+        return open("/proc/self/status").read().split("THP_enabled:")[1].split()[0]
+
+    before = thp()
+    trace = REPO / "resources" / "decode" / "rank0.jsonl.gz"
+    code, _, _ = run_cli("ingest", trace, "-o", tmp_path / "a.parquet")
+    ingest_files([str(trace)], tmp_path / "b.parquet")
+    assert code == 0 and thp() == before
+
+
+def test_the_workflow_ingest_jobs_take_the_process_policy():
+    """A workflow job's process is the job's own (Snakemake runs each script in a fresh
+    interpreter), so its ingest stages take the policy themselves."""
     import inspect
 
     import tracecanary.campaign.stages as stages
-    import tracecanary.commands.ingest as command
-    import tracecanary.ingest as ingest
 
-    for entry in (command.run, stages.ingest, stages.ingest_capture_block):
-        assert "avoid_huge_pages()" in inspect.getsource(entry)
-    assert "avoid_huge_pages" not in inspect.getsource(ingest)
+    for stage in (stages.ingest, stages.ingest_capture_block):
+        assert "avoid_huge_pages()" in inspect.getsource(stage)

@@ -92,12 +92,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the stage ``argv`` names (None: the command line, i.e. this process is the
+    ``tracecanary`` command). A stage that streams through memory (``streams_memory``
+    set by its parser) gets the process policy of ``tracecanary.memory`` only when the
+    command is the process, never when ``main`` is called with arguments inside another
+    program (a workflow job, a test, a user's script)."""
+    owns_process = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(only=chosen_command_module(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    if owns_process and getattr(args, "streams_memory", False):
+        from tracecanary.memory import avoid_huge_pages
+
+        avoid_huge_pages()
     try:
         with replacing_directories(getattr(args, "force", False)):
             code = args.func(args)

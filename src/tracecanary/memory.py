@@ -21,9 +21,10 @@ backs every anonymous mapping with 2 MiB pages (``transparent_hugepage/enabled``
 always), each first touch zeroes 2 MiB and may stall for compaction; measured on these
 2-core machines, a 1M-event ingest in a fresh process spent 0.8-0.9 s of system time
 with them and 0.4 s without (wall 1.63-1.74 s vs 1.28-1.38 s, four alternating pairs),
-with the same peak RSS. It is called by the commands that run ingest in their own
-process (``tracecanary ingest``, the workflow's ingest jobs), never by a library
-function: it is a property of the whole process and the processes it starts.
+with the same peak RSS. It is taken where ingest runs as its own process
+(``tracecanary ingest`` run as a command, the workflow's ingest jobs), never by a library
+function nor by ``cli.main`` called inside another program: it is a property of the
+whole process and the processes it starts.
 """
 
 from __future__ import annotations

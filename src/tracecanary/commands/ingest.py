@@ -21,14 +21,11 @@ def register(sub) -> None:
         metavar="OUT.parquet",
         help="normalized table (.parquet); its sidecar .meta.json is written beside it",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, streams_memory=True)  # tracecanary.memory.avoid_huge_pages
 
 
 def run(args) -> int:
     from tracecanary.ingest import ingest_files
-    from tracecanary.memory import avoid_huge_pages
-
-    avoid_huge_pages()  # this process streams through memory (tracecanary.memory)
 
     result = ingest_files(args.inputs, args.output)
     print(
