@@ -163,7 +163,7 @@ class _Rows:
     strings: dict[str, tuple[list[str], np.ndarray]]
 
     @staticmethod
-    def interleave(first: "_Rows", second: "_Rows", second_at: np.ndarray) -> "_Rows":
+    def interleave(first: _Rows, second: _Rows, second_at: np.ndarray) -> _Rows:
         """The rows of both in one order: ``second``'s rows at the (increasing)
         positions ``second_at``, ``first``'s rows in order at the others."""
         count = first.count + second.count
