@@ -11,8 +11,9 @@ with several row groups), side by side in one run:
 2. ``ingest_files`` on the same events as columnar captures (Parquet, Arrow IPC) vs the
    JSON Lines ingest, alternating in one child; the normalized Parquet digests must be
    equal (the row says whether they are);
-3. the JSON Lines parser candidates (pyarrow's reader; ingest's reader: the exact
-   template parser with pyarrow's reader for the chunks it declines; msgspec typed
+3. the JSON Lines parser candidates (pyarrow's reader; ingest's reader as ingest runs
+   it: the exact template parser on its parse threads, with pyarrow's reader for the
+   chunks it declines; msgspec typed
    decoding; polars' NDJSON reader; DuckDB's JSON reader), each parsing the events into
    the ``EVENT_SCHEMA`` table, alternating in one child: events/s, CPU seconds, whether
    the table equals pyarrow's, and which inputs that pyarrow refuses each one accepts
@@ -111,9 +112,10 @@ def via_pyarrow(raw, file):
                             parse_options=options)
 
 from tracecanary import ingest
-def via_ingest(raw, file):  # ingest's reader: template parser, pyarrow where it declines
-    batches = [ingest._parse_jsonl_chunk(c) for c in ingest._jsonl_chunks(io.BytesIO(raw))]
-    return pa.Table.from_batches([b for b in batches if b is not None], schema=EVENT_SCHEMA)
+def via_ingest(raw, file):  # ingest's reader as ingest runs it: template parser on its
+    # parse threads, pyarrow where it declines
+    batches = [batch for _, batch in ingest._jsonl_batches(file, io.BytesIO(raw))]
+    return pa.Table.from_batches(batches, schema=EVENT_SCHEMA)
 
 candidates = {{"pyarrow": via_pyarrow, "ingest-template": via_ingest}}
 missing = {{}}
