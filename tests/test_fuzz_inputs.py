@@ -30,6 +30,8 @@ import os
 import resource
 import shutil
 import signal
+import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -1419,6 +1421,74 @@ def test_limits_are_raised_and_lowered_through_the_environment(tmp_path, seeds, 
     )
     limits_env("max_events=lots")
     refused(["ingest", seeds / "trace.json", "-o", tmp_path / "u.parquet"], "needs a number")
+
+
+def test_a_limit_past_what_a_program_holds_is_refused_where_it_is_set(tmp_path, seeds, limits_env):
+    """max_ranks and max_occurrences stop at 2**31: ranks and occurrence indexes are the
+    program's int32 member columns (the two facts agree)."""
+    from tracecanary.limits import CEILINGS
+    from tracecanary.program import MEMBER_INDEX_LIMIT
+
+    assert CEILINGS == {
+        "max_ranks": MEMBER_INDEX_LIMIT + 1,
+        "max_occurrences": MEMBER_INDEX_LIMIT + 1,
+    }
+    out = tmp_path / "t.parquet"
+    for name in CEILINGS:
+        limits_env(f"{name}=2147483649")
+        refused(
+            ["ingest", seeds / "trace.json", "-o", out], f"limit {name} can be at most 2147483648"
+        )
+        assert not out.exists()
+        limits_env(f"{name}=2147483648")
+        assert run_quiet(["ingest", seeds / "trace.json", "-o", out])[0] == 0
+        out.unlink()
+
+
+_UNDER_A_MEMORY_CEILING = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+from tracecanary.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS as Linux applies it")
+def test_a_command_out_of_memory_exits_2_with_one_line_and_no_output(tmp_path):
+    """A world of 2**31 ranks (the highest max_ranks may be raised to) needs per-rank
+    tables no 3 GiB process holds: one line naming the way out, exit 2, nothing written."""
+    trace = tmp_path / "t.jsonl"
+    header = {"format": "tracecanary.trace/v1", "meta": {"world_size": 2**31, "source": "t"}}
+    header["groups"] = [{"id": "w", "ranks": [0, 1]}]
+    events = [
+        {
+            "rank": r,
+            "seq": 0,
+            "op": "all_reduce",
+            "bytes": 8,
+            "dtype": "f",
+            "group": "w",
+            "ts_ns": 9,
+        }
+        for r in (0, 1)
+    ]
+    trace.write_text("".join(json.dumps(d) + "\n" for d in [header, *events]))
+    out = tmp_path / "t.parquet"
+    env = dict(os.environ, TRACECANARY_LIMITS=f"max_ranks={2**31}")
+    run = subprocess.run(
+        [sys.executable, "-c", _UNDER_A_MEMORY_CEILING, "ingest", str(trace), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1, run.stderr[-2000:]
+    assert (
+        lines[0].startswith("tracecanary ingest: error: out of memory")
+        and "TRACECANARY_LIMITS" in lines[0]
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
 
 
 def test_docs_list_every_limit_with_its_default():

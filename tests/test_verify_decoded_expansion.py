@@ -72,7 +72,9 @@ def test_a_negative_member_skew_is_refused_with_the_executed_member_numbering(ex
     executed, grouped = _from_decoded(canary, skew)
     if not executed_member:  # a skipped occurrence's members are not replayed: no refusal
         selected = selected_skews(grouped, idx)
-        np.testing.assert_array_equal(selected[0], member_skews(executed_program(canary, logical))[0])
+        np.testing.assert_array_equal(
+            selected[0], member_skews(executed_program(canary, logical))[0]
+        )
         return
     with pytest.raises(InputError) as old:
         member_skews(executed_program(canary, logical))
@@ -109,6 +111,9 @@ def test_a_replay_without_tail_events_has_every_other_metric_of_the_full_one():
 def test_verify_behavior_cli_refuses_a_canary_rank_past_int32_with_exit_2_and_no_output(
     tmp_path, run_cli, monkeypatch
 ):
+    """A canary whose world reaches past 2**31 ranks: refused by max_ranks even at the
+    highest value the limit may be raised to (a higher one is refused where it is set),
+    exit 2, nothing written."""
     from conftest import small_trace, write_doc
 
     from tracecanary.canonical import write_json
@@ -118,11 +123,26 @@ def test_verify_behavior_cli_refuses_a_canary_rank_past_int32_with_exit_2_and_no
     assert run_cli("compile", "--lossless", "-o", str(tmp_path / "canary.json"), str(trace))[0] == 0
     canary = load_canary(tmp_path / "canary.json")
     canary["groups"][sorted(canary["groups"])[0]][-1] = 2**31
-    canary["source"]["world_size"] = 2**31 + 1  # past the default max_ranks: raised below
+    canary["source"]["world_size"] = 2**31 + 1
     write_json(tmp_path / "bad.json", canary)
-    monkeypatch.setenv("TRACECANARY_LIMITS", "max_ranks=3e9")
     out = tmp_path / "verification.json"
-    code, _, err = run_cli("verify-behavior", "-o", str(out), str(trace), str(tmp_path / "bad.json"))
-    assert code == 2
-    assert "field groups" in err and "member rank 2147483648 does not fit a program" in err
+    argv = ("verify-behavior", "-o", str(out), str(trace), str(tmp_path / "bad.json"))
+    monkeypatch.setenv("TRACECANARY_LIMITS", "max_ranks=3e9")
+    code, _, err = run_cli(*argv)
+    assert code == 2 and "field TRACECANARY_LIMITS" in err and "at most 2147483648" in err
+    monkeypatch.setenv("TRACECANARY_LIMITS", f"max_ranks={2**31}")
+    code, _, err = run_cli(*argv)
+    assert code == 2 and "2147483649" in err and "max_ranks=2147483648" in err
     assert not out.exists()
+
+
+def test_a_member_rank_past_int32_in_a_decoded_canary_is_refused_naming_groups():
+    """The expansion's own guard (unreachable through the CLI since max_ranks is capped
+    at 2**31): a value its int32 column cannot hold is refused, never wrapped."""
+    from tracecanary.compile.expand import _member_array
+
+    with pytest.raises(InputError) as caught:
+        _member_array("rank", np.array([0, 2**31]), "int32")
+    assert caught.value.field == "groups"
+    assert "member rank 2147483648 does not fit a program (int32)" in caught.value.one_line()
+    assert _member_array("rank", np.array([0, 2**31 - 1]), "int32").dtype == np.int32

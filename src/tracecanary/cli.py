@@ -117,4 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"tracecanary {args.command}: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:  # the input (or a raised limit) asks for more than the machine has
+        print(
+            f"tracecanary {args.command}: error: out of memory: the input needs more memory "
+            "than this machine has; lower the limits raised in TRACECANARY_LIMITS, split the "
+            "input, or run on a machine with more memory (docs/limits.md)",
+            file=sys.stderr,
+        )
+        return 2
     return int(code or 0)

@@ -40,6 +40,13 @@ from tracecanary.errors import InputError, ResourceLimitExceeded, not_a_file_rea
 READ_CHUNK_BYTES = 1 << 20
 
 
+# The most a limit may be raised to: what a Program can hold. Occurrence indexes and
+# ranks are its int32 member columns (``program.MEMBER_INDEX_LIMIT``; a test checks the
+# two agree), so a world or an expansion past 2**31 could only fail later, or exhaust
+# memory on the way (a world's per-rank tables are sized by its world_size).
+CEILINGS: dict[str, int] = {"max_ranks": 1 << 31, "max_occurrences": 1 << 31}
+
+
 @dataclass(frozen=True)
 class Limits:
     """Resource limits (see docs/limits.md). Units are in the names."""
@@ -86,6 +93,12 @@ class Limits:
                 ) from None
             if changes[name] < 1:
                 raise InputError(f"limit {name} must be >= 1", field="TRACECANARY_LIMITS")
+            if changes[name] > CEILINGS.get(name, changes[name]):
+                raise InputError(
+                    f"limit {name} can be at most {CEILINGS[name]} (ranks and occurrences "
+                    "are stored as 32-bit integers)",
+                    field="TRACECANARY_LIMITS",
+                )
         return dataclasses.replace(self, **changes)
 
     def check(
