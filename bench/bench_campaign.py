@@ -46,9 +46,14 @@ def copy_tree(dest: Path) -> int:
         if not rel or rel.startswith(SKIP_DIRS):
             continue
         src = REPO / rel
+        target = dest / rel
+        if src.is_symlink():  # e.g. schemas -> src/tracecanary/formats/schemas: a link again
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.readlink(src), target)
+            count += 1
+            continue
         if not src.is_file():  # deleted in the working tree but still tracked
             continue
-        target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, target)
         count += 1

@@ -57,3 +57,14 @@ def test_bench_quick_prints_the_table_and_writes_results(tmp_path):
     assert ingest["ratio"] == pytest.approx(ingest["figure"] / ingest["comparator_figure"], 0.05)
     # the checkout's own results file is untouched by the test
     assert (own.stat().st_mtime_ns if own.exists() else None) == own_before
+
+
+def test_the_campaign_bench_copies_the_tree_with_its_links(tmp_path):
+    """The copy the campaign bench runs in keeps tracked links (``schemas`` points into
+    the package): the copied Snakefile validates its config against it."""
+    from bench.bench_campaign import copy_tree
+
+    copy_tree(tmp_path)
+    assert (tmp_path / "schemas").is_symlink()
+    assert (tmp_path / "schemas" / "config.schema.json").is_file()
+    assert (tmp_path / "Snakefile").is_file() and not (tmp_path / "bench").exists()
