@@ -93,7 +93,7 @@ class Limits:
                 ) from None
             if changes[name] < 1:
                 raise InputError(f"limit {name} must be >= 1", field="TRACECANARY_LIMITS")
-            if changes[name] > CEILINGS.get(name, changes[name]):
+            if name in CEILINGS and changes[name] > CEILINGS[name]:
                 raise InputError(
                     f"limit {name} can be at most {CEILINGS[name]} (ranks and occurrences "
                     "are stored as 32-bit integers)",
