@@ -16,7 +16,10 @@ before that (``from torch.distributed import all_reduce`` at import time) are no
 After the command exits 0, the rank captures are merged (``tracecanary.merge``) into
 ``DIR/merged.jsonl.gz``; ``DIR`` holds the captures, the merged trace and
 ``capture.json`` (the command, its exit status, wall time). A command that fails, times
-out or records nothing raises ``RunFailed`` (exit 1) and leaves no ``DIR`` behind.
+out or records nothing raises ``RunFailed`` (exit 1); one whose recording a rank refused
+as incomplete (``tracecanary.record_completeness``: collectives ran that the recorder did
+not see) raises ``IncompleteRecording`` (exit 2) with that rank's reason; neither
+leaves ``DIR`` behind.
 Processes that do not import torch.distributed pay only this package's import.
 """
 
@@ -28,6 +31,7 @@ import importlib.machinery
 import sys
 
 RECORD_DIR_ENV = "TRACECANARY_RECORD_DIR"
+REFUSED_SUFFIX = ".refused.txt"  # a rank whose recording was refused as incomplete
 WATCHED_MODULE = "torch.distributed"
 
 
@@ -49,9 +53,20 @@ def _start_recording(out_dir: str) -> None:
 def _finish_recording() -> None:
     """Write this process's capture (once): at ``destroy_process_group`` or at exit
     (multiprocessing children end without running ``atexit``; well-behaved programs
-    destroy their process group)."""
+    destroy their process group). A recording refused as incomplete writes
+    ``rank<r>.refused.txt`` (its one-line reason) instead, and the user's program goes
+    on: ``run_recorded`` refuses the run."""
+    from tracecanary.record_completeness import IncompleteRecording
+
     while _recording:
-        _recording.pop().__exit__(None, None, None)
+        recording = _recording.pop()
+        recorder = recording.recorder
+        try:
+            recording.__exit__(None, None, None)
+        except IncompleteRecording as err:
+            refused = recorder.out_dir / f"rank{recorder.rank}{REFUSED_SUFFIX}"
+            refused.parent.mkdir(parents=True, exist_ok=True)
+            refused.write_text(err.message + "\n")
 
 
 def _wrap_init(dist, out_dir: str) -> None:

@@ -11,10 +11,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from tracecanary.autorecord import RECORD_DIR_ENV
+from tracecanary.autorecord import RECORD_DIR_ENV, REFUSED_SUFFIX
 from tracecanary.canonical import atomic_output, sha256_file, write_json
 from tracecanary.errors import InputError, RunFailed
 from tracecanary.formats.ids import RECORDED_RUN_FORMAT
+from tracecanary.record_completeness import IncompleteRecording
 
 HOOK_DIR = Path(__file__).resolve().parent / "hook"
 MERGED_NAME = "merged.jsonl.gz"
@@ -67,6 +68,13 @@ def run_recorded(cmd: list[str], out_dir: str | os.PathLike, *, timeout_s: float
         if run.returncode != 0:
             raise RunFailed(
                 f"the command exited {run.returncode}; nothing kept: {_tail(run.stderr)}"
+            )
+        refused = sorted(staging.glob(f"rank*{REFUSED_SUFFIX}"))
+        if refused:
+            reason = refused[0].read_text().strip()
+            raise IncompleteRecording(
+                f"{len(refused)} of the run's ranks refused their recording; {reason}",
+                field="completeness",
             )
         captures = sorted(staging.glob("rank*.json"), key=lambda p: int(p.stem[4:]))
         if not captures:
