@@ -1,0 +1,302 @@
+"""Real torch.distributed programs recorded unmodified (``tracecanary capture -- CMD``):
+DDP, tensor parallel x FSDP2 (DTensor), pipelining; every operation a gloo group ran is
+recorded or the recording is refused (``tracecanary.record_completeness``)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+
+import pytest
+
+from tracecanary.errors import InputError
+from tracecanary.record import broadcast_buckets, record
+from tracecanary.record_completeness import IncompleteRecording, gloo_operations
+
+CLI = [sys.executable, "-m", "tracecanary"]
+
+_SPAWN = textwrap.dedent(
+    """
+    if __name__ == "__main__":
+        mp.spawn(work, args=(WORLD, int(sys.argv[1]), int(sys.argv[2])), nprocs=WORLD)
+    """
+)
+
+DDP_PROGRAM = textwrap.dedent(
+    '''
+    """A user's DDP training loop: 16 linear layers, small gradient buckets."""
+    import os, sys
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    WORLD, LAYERS, WIDTH = 2, 16, 64
+
+
+    def work(rank, world, port, steps):
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        torch.manual_seed(0)
+        torch.set_num_threads(1)
+        model = torch.nn.Sequential(*[torch.nn.Linear(WIDTH, WIDTH) for _ in range(LAYERS)])
+        ddp = DDP(model, bucket_cap_mb=0.01)
+        opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+        for _ in range(steps):
+            ddp(torch.randn(8, WIDTH)).square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+        # a reduce_scatter of a list: gloo runs one reduce per member
+        out = torch.empty(4)
+        dist.reduce_scatter(out, [torch.ones(4) for _ in range(world)])
+        dist.destroy_process_group()
+    '''
+)
+
+TP_FSDP2_PROGRAM = textwrap.dedent(
+    '''
+    """A user's 2-D parallel loop: DTensor tensor parallel x FSDP2 on a (dp, tp) mesh."""
+    import os, sys
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel, RowwiseParallel, parallelize_module,
+    )
+
+    WORLD, WIDTH, LAYERS = 4, 32, 2
+
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = torch.nn.Linear(WIDTH, 4 * WIDTH)
+            self.down = torch.nn.Linear(4 * WIDTH, WIDTH)
+
+        def forward(self, x):
+            return x + self.down(torch.relu(self.up(x)))
+
+
+    def work(rank, world, port, steps):
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        torch.manual_seed(0)
+        torch.set_num_threads(1)
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        model = torch.nn.Sequential(*[Block() for _ in range(LAYERS)])
+        for block in model:
+            parallelize_module(
+                block, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()}
+            )
+            fully_shard(block, mesh=mesh["dp"])
+        fully_shard(model, mesh=mesh["dp"])
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        for _ in range(steps):
+            model(torch.randn(8, WIDTH)).square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+        dist.destroy_process_group()
+    '''
+)
+
+PIPELINE_PROGRAM = textwrap.dedent(
+    '''
+    """A user's pipeline-parallel loop: torch.distributed.pipelining, GPipe, 2 stages."""
+    import os, sys
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+    WORLD, WIDTH = 2, 32
+
+
+    def work(rank, world, port, steps):
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        torch.manual_seed(rank)
+        part = torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU())
+        stage = PipelineStage(part, rank, world, torch.device("cpu"))
+        schedule = ScheduleGPipe(stage, n_microbatches=4, loss_fn=lambda o, y: o.square().mean())
+        for _ in range(steps):
+            if rank == 0:
+                schedule.step(torch.randn(8, WIDTH))
+            else:
+                schedule.step(target=torch.zeros(8, WIDTH))
+        dist.destroy_process_group()
+    '''
+)
+
+UNSEEN_PROGRAM = textwrap.dedent(
+    '''
+    """A user's program with a collective the recorder cannot see (monitored_barrier)."""
+    import os, sys
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    WORLD = 2
+
+
+    def work(rank, world, port, steps):
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        for _ in range(steps):
+            dist.all_reduce(torch.ones(8))
+        dist.monitored_barrier()
+        dist.destroy_process_group()
+    '''
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _capture(tmp_path, program: str, steps: int) -> subprocess.CompletedProcess:
+    source = tmp_path / "user_program.py"
+    source.write_text(program + _SPAWN)
+    cmd = [sys.executable, str(source), str(_free_port()), str(steps)]
+    return subprocess.run(
+        [*CLI, "capture", "-o", str(tmp_path / "out"), "--timeout", "240", "--", *cmd],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _events(out_dir) -> list[dict]:
+    with gzip.open(out_dir / "merged.jsonl.gz", "rt") as lines:
+        return [json.loads(line) for line in list(lines)[1:]]
+
+
+@pytest.mark.slow
+def test_a_ddp_program_records_every_gradient_bucket_and_names_ddps_unsized_startup(tmp_path):
+    steps = 5
+    run = _capture(tmp_path, DDP_PROGRAM, steps)
+    assert run.returncode == 0, run.stderr[-3000:]
+    rank0 = json.loads((tmp_path / "out" / "rank0.json").read_text())
+    events = rank0["events"]
+    parameter_bytes = 16 * (64 * 64 + 64) * 4
+    all_reduced = sum(e["bytes"] for e in events if e["op"] == "all_reduce")
+    assert all_reduced == steps * parameter_bytes  # every gradient, once per step
+    first = events[0]  # DDP's parameter sync at construction, one coalesced bucket
+    assert (first["op"], first["bytes"], first["root"]) == ("broadcast", parameter_bytes, 0)
+    assert [e["op"] for e in events].count("reduce_scatter") == 1
+    notes = " ".join(rank0["meta"]["notes"])
+    assert "completeness: every operation the gloo backend numbered on every group" in notes
+    assert "run by DDP's parameter-shape check at construction" in notes
+    assert "run by DDP's bucket-order sync after its first iteration" in notes
+
+
+@pytest.mark.slow
+def test_a_tensor_parallel_x_fsdp2_program_is_recorded_completely(tmp_path):
+    run = _capture(tmp_path, TP_FSDP2_PROGRAM, 2)
+    assert run.returncode == 0, run.stderr[-3000:]
+    events = _events(tmp_path / "out")
+    merged = json.loads(gzip.open(tmp_path / "out" / "merged.jsonl.gz", "rt").readline())
+    sizes = {g["id"]: len(g["ranks"]) for g in merged["groups"]}
+    by_op = Counter((e["op"], sizes[e["group"]]) for e in events)
+    # TP (groups of 2): the row-parallel outputs' all_reduce (functional collectives) and
+    # the parameter distribution (scatter of shards, broadcast of replicated biases);
+    # DP (groups of 2): FSDP2's all_gather and reduce_scatter
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "custom:scatter", "broadcast"):
+        assert by_op[(op, 2)] > 0, by_op
+    table = tmp_path / "t.parquet"
+    ingest = subprocess.run(
+        [*CLI, "ingest", str(tmp_path / "out" / "merged.jsonl.gz"), "-o", str(table)],
+        capture_output=True,
+        text=True,
+    )
+    assert ingest.returncode == 0, ingest.stderr
+
+
+@pytest.mark.slow
+def test_a_pipelining_program_is_recorded_completely(tmp_path):
+    run = _capture(tmp_path, PIPELINE_PROGRAM, 2)
+    assert run.returncode == 0, run.stderr[-3000:]
+    ops = Counter(e["op"] for e in _events(tmp_path / "out"))
+    # 2 steps x 4 microbatches, forward activations and backward gradients
+    assert ops["send"] >= 16 and ops["send"] == ops["recv"]
+
+
+@pytest.mark.slow
+def test_a_collective_the_recorder_cannot_see_refuses_the_capture_and_leaves_nothing(tmp_path):
+    run = _capture(tmp_path, UNSEEN_PROGRAM, 3)
+    assert run.returncode == 2
+    line = run.stderr.strip().splitlines()[-1]
+    assert "field completeness" in line
+    assert "group world: the backend ran" in line and "the recording saw 3" in line
+    assert "import-kineto" in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture
+def single_rank_world(tmp_path):
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1
+    )
+    yield dist
+    dist.destroy_process_group()
+
+
+def test_a_function_held_from_before_recording_is_caught_and_nothing_is_written(
+    single_rank_world, tmp_path
+):
+    import torch
+
+    held = single_rank_world.all_reduce  # a local: no module binding to replace
+    with pytest.raises(IncompleteRecording, match="the backend ran 2 operations, the recording saw 1"):
+        with record(tmp_path / "out"):
+            single_rank_world.all_reduce(torch.ones(2))
+            held(torch.ones(2))
+    assert not (tmp_path / "out").exists()
+    assert issubclass(IncompleteRecording, InputError)  # exit 2 from the CLI
+
+
+def test_a_module_level_name_bound_before_recording_is_recorded(single_rank_world, tmp_path):
+    import types
+
+    import torch
+
+    user_module = types.ModuleType("tracecanary_test_user_module")
+    user_module.all_reduce = single_rank_world.all_reduce  # from torch.distributed import ...
+    sys.modules[user_module.__name__] = user_module
+    try:
+        with record(tmp_path / "out"):
+            user_module.all_reduce(torch.ones(3))
+        assert user_module.all_reduce is single_rank_world.all_reduce  # restored
+    finally:
+        del sys.modules[user_module.__name__]
+    doc = json.loads((tmp_path / "out" / "rank0.json").read_text())
+    assert [(e["op"], e["bytes"]) for e in doc["events"]] == [("all_reduce", 12)]
+
+
+def test_broadcast_buckets_split_by_dtype_and_size_ordered_by_first_tensor():
+    import torch
+
+    tensors = [
+        torch.zeros(4),  # float32, 16 B
+        torch.zeros(2, dtype=torch.int64),  # 16 B
+        torch.zeros(8),  # 32 B: the float32 bucket reaches 48 >= 40 and closes
+        torch.zeros(1),
+    ]
+    assert broadcast_buckets(tensors, 40) == [[0, 2], [1], [3]]
+    assert broadcast_buckets(tensors, 1 << 20) == [[0, 2, 3], [1]]
+
+
+def test_a_list_reduce_scatter_counts_one_gloo_operation_per_member():
+    assert gloo_operations("reduce_scatter", "reduce_scatter", 4) == 4
+    assert gloo_operations("reduce_scatter", "reduce_scatter_tensor", 4) == 1
+    assert gloo_operations("all_reduce", "all_reduce", 4) == 1
