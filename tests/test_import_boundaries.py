@@ -27,7 +27,15 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("the program model and the claim words", ["program", "clocks.calibration", "verify.claims"]),
     (
         "reading one source",
-        ["kineto", "matching", "synth", "param.dtypes", "param.target", "columnar_capture"],
+        [
+            "kineto",
+            "matching",
+            "synth",
+            "param.dtypes",
+            "param.target",
+            "columnar_capture",
+            "record_completeness",
+        ],
     ),
     ("ingest and capture", ["ingest", "capture", "record", "param.program", "param.compat"]),
     ("merge inputs", ["merge_inputs"]),

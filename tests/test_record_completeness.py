@@ -257,7 +257,9 @@ def test_a_function_held_from_before_recording_is_caught_and_nothing_is_written(
     import torch
 
     held = single_rank_world.all_reduce  # a local: no module binding to replace
-    with pytest.raises(IncompleteRecording, match="the backend ran 2 operations, the recording saw 1"):
+    with pytest.raises(
+        IncompleteRecording, match="the backend ran 2 operations, the recording saw 1"
+    ):
         with record(tmp_path / "out"):
             single_rank_world.all_reduce(torch.ones(2))
             held(torch.ones(2))
