@@ -6,130 +6,50 @@ from __future__ import annotations
 
 import gzip
 import json
-import socket
 import subprocess
 import sys
 import textwrap
 from collections import Counter
 
 import pytest
+from conftest import REPO
 
 from tracecanary.errors import InputError
 from tracecanary.record import broadcast_buckets, record
 from tracecanary.record_completeness import IncompleteRecording, gloo_operations
 
 CLI = [sys.executable, "-m", "tracecanary"]
+USER_PROGRAMS = REPO / "examples" / "user_programs"
 
 _SPAWN = textwrap.dedent(
     """
     if __name__ == "__main__":
-        mp.spawn(work, args=(WORLD, int(sys.argv[1]), int(sys.argv[2])), nprocs=WORLD)
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        mp.spawn(work, args=(WORLD, port, int(sys.argv[1])), nprocs=WORLD)
     """
 )
 
-DDP_PROGRAM = textwrap.dedent(
+LIST_REDUCE_SCATTER_PROGRAM = textwrap.dedent(
     '''
-    """A user's DDP training loop: 16 linear layers, small gradient buckets."""
+    """A reduce_scatter of a list of tensors, which gloo runs as one reduce per member."""
     import os, sys
     import torch
     import torch.distributed as dist
     import torch.multiprocessing as mp
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
-    WORLD, LAYERS, WIDTH = 2, 16, 64
+    WORLD = 4
 
 
     def work(rank, world, port, steps):
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
         dist.init_process_group("gloo", rank=rank, world_size=world)
-        torch.manual_seed(0)
-        torch.set_num_threads(1)
-        model = torch.nn.Sequential(*[torch.nn.Linear(WIDTH, WIDTH) for _ in range(LAYERS)])
-        ddp = DDP(model, bucket_cap_mb=0.01)
-        opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
         for _ in range(steps):
-            ddp(torch.randn(8, WIDTH)).square().mean().backward()
-            opt.step()
-            opt.zero_grad()
-        # a reduce_scatter of a list: gloo runs one reduce per member
-        out = torch.empty(4)
-        dist.reduce_scatter(out, [torch.ones(4) for _ in range(world)])
-        dist.destroy_process_group()
-    '''
-)
-
-TP_FSDP2_PROGRAM = textwrap.dedent(
-    '''
-    """A user's 2-D parallel loop: DTensor tensor parallel x FSDP2 on a (dp, tp) mesh."""
-    import os, sys
-    import torch
-    import torch.distributed as dist
-    import torch.multiprocessing as mp
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel, RowwiseParallel, parallelize_module,
-    )
-
-    WORLD, WIDTH, LAYERS = 4, 32, 2
-
-
-    class Block(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.up = torch.nn.Linear(WIDTH, 4 * WIDTH)
-            self.down = torch.nn.Linear(4 * WIDTH, WIDTH)
-
-        def forward(self, x):
-            return x + self.down(torch.relu(self.up(x)))
-
-
-    def work(rank, world, port, steps):
-        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-        dist.init_process_group("gloo", rank=rank, world_size=world)
-        torch.manual_seed(0)
-        torch.set_num_threads(1)
-        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
-        model = torch.nn.Sequential(*[Block() for _ in range(LAYERS)])
-        for block in model:
-            parallelize_module(
-                block, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()}
-            )
-            fully_shard(block, mesh=mesh["dp"])
-        fully_shard(model, mesh=mesh["dp"])
-        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-        for _ in range(steps):
-            model(torch.randn(8, WIDTH)).square().mean().backward()
-            opt.step()
-            opt.zero_grad()
-        dist.destroy_process_group()
-    '''
-)
-
-PIPELINE_PROGRAM = textwrap.dedent(
-    '''
-    """A user's pipeline-parallel loop: torch.distributed.pipelining, GPipe, 2 stages."""
-    import os, sys
-    import torch
-    import torch.distributed as dist
-    import torch.multiprocessing as mp
-    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
-
-    WORLD, WIDTH = 2, 32
-
-
-    def work(rank, world, port, steps):
-        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-        dist.init_process_group("gloo", rank=rank, world_size=world)
-        torch.manual_seed(rank)
-        part = torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU())
-        stage = PipelineStage(part, rank, world, torch.device("cpu"))
-        schedule = ScheduleGPipe(stage, n_microbatches=4, loss_fn=lambda o, y: o.square().mean())
-        for _ in range(steps):
-            if rank == 0:
-                schedule.step(torch.randn(8, WIDTH))
-            else:
-                schedule.step(target=torch.zeros(8, WIDTH))
+            dist.reduce_scatter(torch.empty(4), [torch.ones(4) for _ in range(world)])
+            dist.all_reduce(torch.ones(8))
         dist.destroy_process_group()
     '''
 )
@@ -156,16 +76,15 @@ UNSEEN_PROGRAM = textwrap.dedent(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _capture(tmp_path, program: str, steps: int) -> subprocess.CompletedProcess:
-    source = tmp_path / "user_program.py"
-    source.write_text(program + _SPAWN)
-    cmd = [sys.executable, str(source), str(_free_port()), str(steps)]
+    """``tracecanary capture`` of ``program``: a file of ``examples/user_programs`` or
+    the source of a ``work(rank, world, port, steps)`` program."""
+    if program.endswith(".py"):
+        source = USER_PROGRAMS / program
+    else:
+        source = tmp_path / "user_program.py"
+        source.write_text(program + _SPAWN)
+    cmd = [sys.executable, str(source), str(steps)]
     return subprocess.run(
         [*CLI, "capture", "-o", str(tmp_path / "out"), "--timeout", "240", "--", *cmd],
         capture_output=True,
@@ -182,7 +101,7 @@ def _events(out_dir) -> list[dict]:
 @pytest.mark.slow
 def test_a_ddp_program_records_every_gradient_bucket_and_names_ddps_unsized_startup(tmp_path):
     steps = 5
-    run = _capture(tmp_path, DDP_PROGRAM, steps)
+    run = _capture(tmp_path, "ddp_train.py", steps)
     assert run.returncode == 0, run.stderr[-3000:]
     rank0 = json.loads((tmp_path / "out" / "rank0.json").read_text())
     events = rank0["events"]
@@ -191,7 +110,6 @@ def test_a_ddp_program_records_every_gradient_bucket_and_names_ddps_unsized_star
     assert all_reduced == steps * parameter_bytes  # every gradient, once per step
     first = events[0]  # DDP's parameter sync at construction, one coalesced bucket
     assert (first["op"], first["bytes"], first["root"]) == ("broadcast", parameter_bytes, 0)
-    assert [e["op"] for e in events].count("reduce_scatter") == 1
     notes = " ".join(rank0["meta"]["notes"])
     assert "completeness: every operation the gloo backend numbered on every group" in notes
     assert "run by DDP's parameter-shape check at construction" in notes
@@ -200,7 +118,7 @@ def test_a_ddp_program_records_every_gradient_bucket_and_names_ddps_unsized_star
 
 @pytest.mark.slow
 def test_a_tensor_parallel_x_fsdp2_program_is_recorded_completely(tmp_path):
-    run = _capture(tmp_path, TP_FSDP2_PROGRAM, 2)
+    run = _capture(tmp_path, "tp_fsdp2_train.py", 2)
     assert run.returncode == 0, run.stderr[-3000:]
     events = _events(tmp_path / "out")
     merged = json.loads(gzip.open(tmp_path / "out" / "merged.jsonl.gz", "rt").readline())
@@ -222,11 +140,19 @@ def test_a_tensor_parallel_x_fsdp2_program_is_recorded_completely(tmp_path):
 
 @pytest.mark.slow
 def test_a_pipelining_program_is_recorded_completely(tmp_path):
-    run = _capture(tmp_path, PIPELINE_PROGRAM, 2)
+    run = _capture(tmp_path, "pipeline_train.py", 2)
     assert run.returncode == 0, run.stderr[-3000:]
     ops = Counter(e["op"] for e in _events(tmp_path / "out"))
     # 2 steps x 4 microbatches, forward activations and backward gradients
     assert ops["send"] >= 16 and ops["send"] == ops["recv"]
+
+
+@pytest.mark.slow
+def test_a_list_reduce_scatter_is_counted_as_gloo_runs_it_and_the_capture_passes(tmp_path):
+    run = _capture(tmp_path, LIST_REDUCE_SCATTER_PROGRAM, 3)
+    assert run.returncode == 0, run.stderr[-3000:]
+    ops = Counter(e["op"] for e in _events(tmp_path / "out"))
+    assert ops["reduce_scatter"] == ops["all_reduce"] == 3 * 4
 
 
 @pytest.mark.slow
