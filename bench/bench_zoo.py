@@ -150,13 +150,24 @@ def measure(
 ) -> dict:
     """One workload's row (see the module doc). ``steady_selections``: passed to
     ``search`` (None: its default, every selection)."""
+    merged, capture_s = _merged(name, steps, cache)
+    return search_merged(merged, name, steps, capture_s, steady_selections)
+
+
+def search_merged(
+    merged: str,
+    name: str,
+    steps: int | None,
+    capture_s: float,
+    steady_selections: tuple[str, ...] | None = None,
+) -> dict:
+    """Search one merged trace as ``measure`` does; its figures (see the module doc)."""
     from tracecanary.compile.repetition import repetition_profile
     from tracecanary.load import load_program
     from tracecanary.sim.backends import load_backends
     from tracecanary.verify.behavior import load_tolerances
     from tracecanary.verify.search import parse_budgets, search
 
-    merged, capture_s = _merged(name, steps, cache)
     program = load_program(merged)
     backends = load_backends("config/backends.yaml")
     tolerances = load_tolerances(None)
