@@ -85,6 +85,13 @@ def run(quick: bool, reps: int | None = None) -> list[dict]:
             and frac is not None
             and frac <= EXECUTED_TARGET
         )
+        limits = (
+            f"; not met: latency cv {m['latency_cv']}, ~{m['occurrences_needed']:,} "
+            f"occurrences needed for a <= {EXECUTED_TARGET:.0%} sample; structure: "
+            f"{m['structure']}"
+            if not met and "latency_cv" in m
+            else ""
+        )
         rows.append(
             row(
                 f"recorded {name} ({steps} steps, capture -- CMD): searched canary, "
@@ -100,8 +107,8 @@ def run(quick: bool, reps: int | None = None) -> list[dict]:
                     f"verified={m['verified']}; capture command / plain program wall "
                     f"{m['overhead_median']} (range {m['overhead_range']}, {reps} paired runs: "
                     f"plain {m['plain_s']} s, captured {m['captured_s']} s); search "
-                    f"{m['search_s']} s; {' '.join(m['notes'])}"
-                )[:900],
+                    f"{m['search_s']} s{limits}; {' '.join(m['notes'])}"
+                )[:1200],
             )
         )
     return rows
