@@ -16,7 +16,12 @@ from conftest import REPO
 
 from tracecanary.errors import InputError
 from tracecanary.record import broadcast_buckets, record
-from tracecanary.record_completeness import IncompleteRecording, gloo_operations
+from tracecanary.record_completeness import (
+    GroupState,
+    IncompleteRecording,
+    compare,
+    gloo_operations,
+)
 
 CLI = [sys.executable, "-m", "tracecanary"]
 USER_PROGRAMS = REPO / "examples" / "user_programs"
@@ -112,6 +117,8 @@ def test_a_ddp_program_records_every_gradient_bucket_and_names_ddps_unsized_star
     assert (first["op"], first["bytes"], first["root"]) == ("broadcast", parameter_bytes, 0)
     notes = " ".join(rank0["meta"]["notes"])
     assert "completeness: every operation the gloo backend numbered on every group" in notes
+    summary = json.loads((tmp_path / "out" / "capture.json").read_text())["completeness"]
+    assert len(summary) == 3 and all(f"  {note}" in run.stdout for note in summary)
     assert "run by DDP's parameter-shape check at construction" in notes
     assert "run by DDP's bucket-order sync after its first iteration" in notes
 
@@ -228,3 +235,18 @@ def test_a_list_reduce_scatter_counts_one_gloo_operation_per_member():
     assert gloo_operations("reduce_scatter", "reduce_scatter", 4) == 4
     assert gloo_operations("reduce_scatter", "reduce_scatter_tensor", 4) == 1
     assert gloo_operations("all_reduce", "all_reduce", 4) == 1
+
+
+def test_groups_on_other_backends_or_destroyed_are_named_unchecked_never_counted_as_checked():
+    world, nccl, gone = object(), object(), object()
+    start = {
+        world: GroupState("world", "gloo", 10),
+        nccl: GroupState("pg:1", "nccl", 0),
+        gone: GroupState("pg:2", "gloo", 3),
+    }
+    end = {world: GroupState("world", "gloo", 14), nccl: GroupState("pg:1", "nccl", 99)}
+    differences, unchecked = compare(start, end, Counter({world: 4, nccl: 1}))
+    assert differences == []
+    assert unchecked == ["pg:1 (nccl)", "pg:2 (destroyed before the end)"]
+    differences, _ = compare(start, end, Counter({world: 3}))
+    assert differences == ["group world: the backend ran 4 operations, the recording saw 3"]

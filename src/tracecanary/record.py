@@ -79,6 +79,9 @@ from tracecanary.errors import InputError
 from tracecanary.formats.ids import TRACE_FORMAT
 from tracecanary.formats.vocab import DTYPES
 from tracecanary.record_completeness import (
+    COMPLETENESS_NOTE,
+    NOT_CHECKED,
+    UNSIZED_NOTE,
     IncompleteRecording,
     compare,
     gloo_operations,
@@ -540,12 +543,13 @@ class Recorder:
         if self.unsized:
             checked += ", but for the unsized operations noted"
         if not self.unchecked:
-            notes = ["completeness: " + checked.replace("the other groups", "every group")]
+            notes = [COMPLETENESS_NOTE + checked.replace("the other groups", "every group")]
         else:
-            notes = [f"completeness: not checked on {', '.join(self.unchecked)}; {checked}"]
+            unchecked = ", ".join(self.unchecked)
+            notes = [f"{COMPLETENESS_NOTE}{NOT_CHECKED}{unchecked}; {checked}"]
         for (label, what), count in sorted(self.unsized_notes.items()):
             notes.append(
-                f"not recorded: {count} operations on group {label} run by {what} inside "
+                f"{UNSIZED_NOTE}{count} operations on group {label} run by {what} inside "
                 "C++ (their sizes are not visible from Python)"
             )
         return notes

@@ -23,11 +23,19 @@ from dataclasses import dataclass
 from tracecanary.errors import InputError
 
 CHECKED_BACKENDS = ("gloo",)
+COMPLETENESS_NOTE = "completeness: "  # a capture's note: what the check established
+NOT_CHECKED = "not checked on "  # ... where it could not check (groups named)
+UNSIZED_NOTE = "not recorded: "  # a capture's note: operations counted but not sized
 
 
 class IncompleteRecording(InputError):
     """Operations ran on a process group outside what the recorder saw (exit 2: the
     program is not recordable this way; the message names the way out)."""
+
+
+def completeness_notes(notes: list[str]) -> list[str]:
+    """The completeness notes among a capture's ``meta.notes``, in their order."""
+    return [note for note in notes if note.startswith((COMPLETENESS_NOTE, UNSIZED_NOTE))]
 
 
 def gloo_operations(op: str, call: str, group_size: int) -> int:

@@ -3,6 +3,7 @@ the package doc for what is recorded and what DIR holds)."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -15,7 +16,7 @@ from tracecanary.autorecord import RECORD_DIR_ENV, REFUSED_SUFFIX
 from tracecanary.canonical import atomic_output, sha256_file, write_json
 from tracecanary.errors import InputError, RunFailed
 from tracecanary.formats.ids import RECORDED_RUN_FORMAT
-from tracecanary.record_completeness import IncompleteRecording
+from tracecanary.record_completeness import IncompleteRecording, completeness_notes
 
 HOOK_DIR = Path(__file__).resolve().parent / "hook"
 MERGED_NAME = "merged.jsonl.gz"
@@ -85,11 +86,13 @@ def run_recorded(cmd: list[str], out_dir: str | os.PathLike, *, timeout_s: float
             )
         with atomic_output(out_dir, directory=True) as tmp:
             os.chmod(tmp, 0o755)  # mkdtemp makes it private; the result is a plain directory
-            kept = []
+            kept, completeness = [], []
             for capture in captures:
                 target = Path(tmp) / capture.name
                 target.write_bytes(capture.read_bytes())
                 kept.append(str(target))
+                notes = json.loads(target.read_text())["meta"].get("notes", [])
+                completeness += [n for n in completeness_notes(notes) if n not in completeness]
             summary = merge_captures(kept, Path(tmp) / MERGED_NAME)
             doc = {
                 "format": RECORDED_RUN_FORMAT,
@@ -103,6 +106,7 @@ def run_recorded(cmd: list[str], out_dir: str | os.PathLike, *, timeout_s: float
                     "collectives": summary["occurrences"],
                     "skew": summary["skew"],
                 },
+                "completeness": completeness,
                 "files": {p.name: sha256_file(p) for p in sorted(Path(tmp).iterdir())},
                 "environment": {"python": platform.python_version(), "host": platform.node()},
             }

@@ -76,6 +76,8 @@ def _run_user_command(args) -> int:
         f"{merged['events']} events, {merged['collectives']} collectives, skew "
         f"{merged['skew']['status']} -> {args.output}/{merged['file']}"
     )
+    for note in doc["completeness"]:
+        print(f"  {note}")
     return 0
 
 
