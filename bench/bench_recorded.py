@@ -26,8 +26,8 @@ import subprocess
 import sys
 import time
 
-from bench.bench_zoo import EXECUTED_TARGET, SIZE_TARGET, search_merged
-from bench.common import REPO, WORK, row
+from bench.bench_zoo import reduction_row, search_merged
+from bench.common import REPO, WORK
 
 PROGRAMS = ("ddp_train", "tp_fsdp2_train", "pipeline_train")
 STEPS, QUICK_STEPS = 30, 5
@@ -44,6 +44,8 @@ def _timed(cmd: list[str]) -> float:
 
 def measure(name: str, steps: int, reps: int) -> dict:
     """One program: plain and captured walls (alternating), then the search."""
+    from tracecanary.record_completeness import completeness_notes
+
     program = str(REPO / "examples" / "user_programs" / f"{name}.py")
     out = WORK / "recorded" / f"{name}-{steps}"
     plain, captured = [], []
@@ -62,7 +64,7 @@ def measure(name: str, steps: int, reps: int) -> dict:
         captured_s=[round(t, 2) for t in captured],
         overhead_median=round(statistics.median(ratios), 2),
         overhead_range=[round(ratios[0], 2), round(ratios[-1], 2)],
-        notes=[n for n in header["meta"]["notes"] if n.startswith(("completeness", "not rec"))],
+        notes=completeness_notes(header["meta"]["notes"]),
     )
     return figures
 
@@ -77,40 +79,14 @@ def run(quick: bool, reps: int | None = None) -> list[dict]:
         except RuntimeError as err:  # a refused or failed capture is the row
             rows.append({"case": f"recorded {name}", "error": str(err)[-500:]})
             continue
-        ratio, frac = m.get("size_ratio"), m.get("executed_fraction")
-        met = bool(
-            m["verified"]
-            and ratio is not None
-            and ratio >= SIZE_TARGET
-            and frac is not None
-            and frac <= EXECUTED_TARGET
+        notes = (
+            f"verified={m['verified']}; capture command / plain program wall "
+            f"{m['overhead_median']} (range {m['overhead_range']}, {reps} paired runs: "
+            f"plain {m['plain_s']} s, captured {m['captured_s']} s); search {m['search_s']} s; "
+            f"{' '.join(m['notes'])}"
         )
-        limits = (
-            f"; not met: latency cv {m['latency_cv']}, ~{m['occurrences_needed']:,} "
-            f"occurrences needed for a <= {EXECUTED_TARGET:.0%} sample; structure: "
-            f"{m['structure']}"
-            if not met and "latency_cv" in m
-            else ""
-        )
-        rows.append(
-            row(
-                f"recorded {name} ({steps} steps, capture -- CMD): searched canary, "
-                f"{m['occurrences']:,} occurrences",
-                ratio,
-                "x smaller than the normalized source",
-                "executed fraction",
-                frac,
-                ratio,
-                f">= {SIZE_TARGET}x and <= {EXECUTED_TARGET:.0%} executed",
-                met,
-                notes=(
-                    f"verified={m['verified']}; capture command / plain program wall "
-                    f"{m['overhead_median']} (range {m['overhead_range']}, {reps} paired runs: "
-                    f"plain {m['plain_s']} s, captured {m['captured_s']} s); search "
-                    f"{m['search_s']} s{limits}; {' '.join(m['notes'])}"
-                )[:1200],
-            )
-        )
+        case = f"recorded {name} ({steps} steps, capture -- CMD)"
+        rows.append(reduction_row(case, m, notes))
     return rows
 
 

@@ -89,6 +89,18 @@ def run_cli(capsys):
     return _run
 
 
+@pytest.fixture
+def single_rank_world(tmp_path):
+    """torch.distributed initialized in this process: gloo, one rank (destroyed after)."""
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1
+    )
+    yield dist
+    dist.destroy_process_group()
+
+
 def make_tiny_campaign(
     workdir,
     events_per_rank: int = 300,

@@ -142,17 +142,6 @@ def test_a_decorated_function_is_one_recording_that_merges(recorded, tmp_path):
     assert {e["phase"] for e in doc["events"]} == {"train"} and len(doc["events"]) == 7  # one step
 
 
-@pytest.fixture
-def single_rank_world(tmp_path):
-    import torch.distributed as dist
-
-    dist.init_process_group(
-        "gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1
-    )
-    yield dist
-    dist.destroy_process_group()
-
-
 def test_record_restores_every_wrapped_function_on_exit(single_rank_world, tmp_path):
     import torch
 

@@ -38,46 +38,35 @@ _SPAWN = textwrap.dedent(
     """
 )
 
-LIST_REDUCE_SCATTER_PROGRAM = textwrap.dedent(
-    '''
-    """A reduce_scatter of a list of tensors, which gloo runs as one reduce per member."""
-    import os, sys
-    import torch
-    import torch.distributed as dist
-    import torch.multiprocessing as mp
+_PROGRAM = '''"""{doc}"""
+import os, sys
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
-    WORLD = 4
+WORLD = {world}
 
 
-    def work(rank, world, port, steps):
-        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-        dist.init_process_group("gloo", rank=rank, world_size=world)
-        for _ in range(steps):
-            dist.reduce_scatter(torch.empty(4), [torch.ones(4) for _ in range(world)])
-            dist.all_reduce(torch.ones(8))
-        dist.destroy_process_group()
-    '''
+def work(rank, world, port, steps):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    for _ in range(steps):
+        {step}
+    {after}
+    dist.destroy_process_group()
+'''
+LIST_REDUCE_SCATTER_PROGRAM = _PROGRAM.format(
+    doc="A reduce_scatter of a list of tensors, which gloo runs as one reduce per member.",
+    world=4,
+    step="dist.reduce_scatter(torch.empty(4), [torch.ones(4) for _ in range(world)]); "
+    "dist.all_reduce(torch.ones(8))",
+    after="pass",
 )
-
-UNSEEN_PROGRAM = textwrap.dedent(
-    '''
-    """A user's program with a collective the recorder cannot see (monitored_barrier)."""
-    import os, sys
-    import torch
-    import torch.distributed as dist
-    import torch.multiprocessing as mp
-
-    WORLD = 2
-
-
-    def work(rank, world, port, steps):
-        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-        dist.init_process_group("gloo", rank=rank, world_size=world)
-        for _ in range(steps):
-            dist.all_reduce(torch.ones(8))
-        dist.monitored_barrier()
-        dist.destroy_process_group()
-    '''
+UNSEEN_PROGRAM = _PROGRAM.format(
+    doc="A collective the recorder cannot see (monitored_barrier) after recorded ones.",
+    world=2,
+    step="dist.all_reduce(torch.ones(8))",
+    after="dist.monitored_barrier()",
 )
 
 
@@ -171,17 +160,6 @@ def test_a_collective_the_recorder_cannot_see_refuses_the_capture_and_leaves_not
     assert "group world: the backend ran" in line and "the recording saw 3" in line
     assert "import-kineto" in line
     assert not (tmp_path / "out").exists()
-
-
-@pytest.fixture
-def single_rank_world(tmp_path):
-    import torch.distributed as dist
-
-    dist.init_process_group(
-        "gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1
-    )
-    yield dist
-    dist.destroy_process_group()
 
 
 def test_a_function_held_from_before_recording_is_caught_and_nothing_is_written(
