@@ -404,7 +404,9 @@ class Recorder:
         ``broadcast`` per bucket (``broadcast_buckets``)."""
 
         def describe(args, kwargs):
-            group, tensors, bucket_bytes, src = args[:4]
+            if len(args) != 4 or kwargs:  # not DDP's call: left to the completeness check
+                return [], None, 0, False
+            group, tensors, bucket_bytes, src = args
             group = None if group is self.dist.GroupMember.WORLD else group
             root = int(src) if group is None else int(self.dist.get_global_rank(group, src))
             events = []
