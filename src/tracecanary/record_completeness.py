@@ -10,9 +10,10 @@ operations one recorded call is). Any difference means operations ran through a 
 the recorder does not see, and a capture without them would describe another program:
 the recording is refused (``IncompleteRecording``), and nothing is written.
 
-Only gloo groups are checked: NCCL numbers collectives and point-to-point operations
-apart and has not been measured here, so a group on another backend (or one destroyed
-before the end) is named as unchecked in the capture's notes, never counted as checked.
+Only gloo groups are checked, the backend whose numbering was measured here (torch 2.13,
+every call the recorder wraps); a group on another backend (NCCL's counting has not been
+measured: no GPU here) or one destroyed before the end is named as unchecked in the
+capture's notes, never counted as checked.
 """
 
 from __future__ import annotations
