@@ -8,7 +8,6 @@ import gzip
 import json
 import subprocess
 import sys
-import textwrap
 from collections import Counter
 
 import pytest
@@ -26,18 +25,6 @@ from tracecanary.record_completeness import (
 CLI = [sys.executable, "-m", "tracecanary"]
 USER_PROGRAMS = REPO / "examples" / "user_programs"
 
-_SPAWN = textwrap.dedent(
-    """
-    if __name__ == "__main__":
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        mp.spawn(work, args=(WORLD, port, int(sys.argv[1])), nprocs=WORLD)
-    """
-)
-
 _PROGRAM = '''"""{doc}"""
 import os, sys
 import torch
@@ -54,6 +41,15 @@ def work(rank, world, port, steps):
         {step}
     {after}
     dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(work, args=(WORLD, port, int(sys.argv[1])), nprocs=WORLD)
 '''
 LIST_REDUCE_SCATTER_PROGRAM = _PROGRAM.format(
     doc="A reduce_scatter of a list of tensors, which gloo runs as one reduce per member.",
@@ -72,12 +68,12 @@ UNSEEN_PROGRAM = _PROGRAM.format(
 
 def _capture(tmp_path, program: str, steps: int) -> subprocess.CompletedProcess:
     """``tracecanary capture`` of ``program``: a file of ``examples/user_programs`` or
-    the source of a ``work(rank, world, port, steps)`` program."""
+    the source of a program (``_PROGRAM``)."""
     if program.endswith(".py"):
         source = USER_PROGRAMS / program
     else:
         source = tmp_path / "user_program.py"
-        source.write_text(program + _SPAWN)
+        source.write_text(program)
     cmd = [sys.executable, str(source), str(steps)]
     return subprocess.run(
         [*CLI, "capture", "-o", str(tmp_path / "out"), "--timeout", "240", "--", *cmd],
