@@ -1,5 +1,6 @@
 """Ingest throughput on a 1M-event JSON Lines trace (and, in full mode, a 4M-event one
-with several row groups), side by side in one run:
+with several row groups, and a real program's ~1M-event capture: ``RECORDED_DDP``),
+side by side in one run:
 
 1. ``ingest_files`` on the JSON Lines file, one ingest per fresh process as
    ``tracecanary ingest`` and the workflow's jobs run it (their process policy applied,
@@ -272,7 +273,7 @@ print(json.dumps({{
 _INGEST_VARIANTS = (("new", "new", True), ("old", "old", True), ("library", "new", False))
 
 
-def _ingest_row(path: str, events: int, repeats: int) -> dict:
+def _ingest_row(path: str, events: int, repeats: int, source: str = "") -> dict:
     """Ingest of ``path`` in fresh processes (one ingest each, as a command runs it),
     the variants alternating in every round (the order rotated): events/s of today's
     reader beside the old path's, both under the entry points' process policy, and
@@ -297,7 +298,8 @@ def _ingest_row(path: str, events: int, repeats: int) -> dict:
     loads = [r["load"] for v in runs.values() for r in v]
     rate = events / new
     return row(
-        f"ingest {events:,}-event JSONL (validate+normalize+Parquet), one per fresh process",
+        f"ingest {source + ' ' if source else ''}{events:,}-event JSONL "
+        "(validate+normalize+Parquet), one per fresh process",
         round(rate),
         "events/s",
         "the old path (pyarrow's streaming JSON reader), same process policy, alternating",
@@ -405,6 +407,36 @@ def _parser_rows(path: str, events: int, repeats: int) -> list[dict]:
     return rows
 
 
+# A real program's capture: examples/user_programs/ddp_train.py (64 layers of width 16,
+# one gradient bucket per layer) for 8,000 steps, recorded unmodified: ~1.02M events
+RECORDED_DDP = ("8000", "--layers", "64", "--width", "16", "--bucket-mb", "0.0001")
+
+
+def recorded_capture() -> tuple[str, int]:
+    """(the JSON Lines of the recorded DDP capture, its events), recorded on first use
+    (about 5 minutes on 2 cores) under ``WORK/recorded_ddp``."""
+    import gzip
+    import shutil
+    import subprocess
+    import sys
+
+    from bench.common import REPO
+
+    out, path = WORK / "recorded_ddp", WORK / "recorded_ddp.jsonl"
+    if not path.exists():
+        shutil.rmtree(out, ignore_errors=True)
+        program = str(REPO / "examples" / "user_programs" / "ddp_train.py")
+        subprocess.run(
+            [sys.executable, "-m", "tracecanary", "capture", "-o", str(out), "--timeout",
+             "3600", "--", sys.executable, program, *RECORDED_DDP],
+            check=True, capture_output=True, cwd=REPO,
+        )  # fmt: skip
+        with gzip.open(out / "merged.jsonl.gz", "rb") as merged, open(path, "wb") as plain:
+            shutil.copyfileobj(merged, plain)
+    events = json.loads((out / "capture.json").read_text())["merged"]["events"]
+    return str(path), events
+
+
 def run(quick: bool) -> list[dict]:
     events = 200_000 if quick else 1_000_000
     path = make_input(events)
@@ -412,6 +444,8 @@ def run(quick: bool) -> list[dict]:
     rows = [_ingest_row(path, events, repeats)]
     if not quick:  # several row groups: the encode of each overlaps the reading of the next
         rows.append(_ingest_row(make_input(4_000_000), 4_000_000, 3))
+        recorded, recorded_events = recorded_capture()
+        rows.append(_ingest_row(recorded, recorded_events, repeats, "a recorded DDP program's"))
     rows.append(_plain_json_row(path, events))
     rows += _columnar_rows(path, events, 1 if quick else 3)
     rows += _parser_rows(path, events, 1 if quick else 3)
