@@ -11,8 +11,9 @@ program calls ``destroy_process_group`` or, failing that, at interpreter exit. T
 What is recorded is what ``tracecanary.record`` records (its module doc), from the
 return of ``init_process_group`` to ``destroy_process_group`` or the exit of the process
 (a ``multiprocessing`` child that never destroys its group exits without ``atexit``: no
-capture, and the run is refused as recording nothing); calls through names bound
-before that (``from torch.distributed import all_reduce`` at import time) are not seen.
+capture, and the run is refused as recording nothing); a name bound at import time
+(``from torch.distributed import all_reduce``) is seen through its module binding, and
+a collective no wrapper sees refuses the run (the completeness check).
 After the command exits 0, the rank captures are merged (``tracecanary.merge``) into
 ``DIR/merged.jsonl.gz``; ``DIR`` holds the captures, the merged trace and
 ``capture.json`` (the command, its exit status, wall time). A command that fails, times

@@ -9,7 +9,8 @@ workload, ``tracecanary.zoo``): run a small real torch.distributed
 (``DIR/rank<r>.json.gz``) plus ``DIR/capture.json``. See ``tracecanary.capture``.
 
 Exit codes: 0 ok; 1 the run failed (a rank raised or timed out; nothing written);
-2 bad usage (odd ``--nproc``, ``--steps`` < 1).
+2 bad usage (odd ``--nproc``, ``--steps`` < 1), or a recording refused as incomplete
+(``-- CMD``: collectives ran that the recorder did not see; nothing written).
 """
 
 from __future__ import annotations
