@@ -30,7 +30,8 @@ another recorded call is the outer call's work and is not recorded again. A
 ``allreduce_hook`` at its first forward in the context (the same arithmetic as DDP's
 built-in all_reduce: the bucket divided by the group size, then summed), so that its
 gradient buckets are issued through ``torch.distributed.all_reduce`` and recorded; the
-hook stays registered after the context. Names a torch build lacks are skipped. Per event: ``op`` (the native op), ``bytes`` (nccl-tests
+hook stays registered after the context (DDP takes one hook per model: a program that
+registers its own only after its first forward under a recording is refused by DDP). Names a torch build lacks are skipped. Per event: ``op`` (the native op), ``bytes`` (nccl-tests
 convention, ``docs/kineto.md``: all_gather the output, reduce_scatter the input,
 all_to_all the send buffer, the buffer otherwise, barrier 0), ``dtype``, ``group`` (the
 default group is ``world``; another is ``pg:<its group name>``, with its global ranks in
