@@ -237,5 +237,6 @@ def merge_captures(
         "events": len(records),
         "occurrences": program.n,
         "skew": meta["skew"],
+        "notes": meta["notes"],
         "sha256": digest,
     }

@@ -193,21 +193,12 @@ def _tensor_bytes(tensors: list) -> int:
 
 def broadcast_buckets(tensors: list, bucket_bytes: int) -> list[list[int]]:
     """The buckets (tensor indexes) in which c10d's ``broadcast_coalesced`` broadcasts
-    ``tensors``: one open bucket per (dtype, device), closed once it holds
-    ``bucket_bytes`` or more, the rest closed at the end; ordered by first tensor."""
-    open_buckets: dict[tuple, tuple[list[int], int]] = {}
-    closed: list[list[int]] = []
-    for index, tensor in enumerate(tensors):
-        key = (tensor.dtype, tensor.device)
-        members, size = open_buckets.pop(key, ([], 0))
-        members.append(index)
-        size += _tensor_bytes([tensor])
-        if size >= bucket_bytes:
-            closed.append(members)
-        else:
-            open_buckets[key] = (members, size)
-    closed.extend(members for members, _ in open_buckets.values())
-    return sorted(closed, key=min)
+    ``tensors``: c10d's own assignment (``_compute_bucket_assignment_by_size``, by dtype
+    and device up to ``bucket_bytes``, ordered by first tensor)."""
+    import torch.distributed as dist
+
+    buckets, _ = dist._compute_bucket_assignment_by_size(tensors, [bucket_bytes])
+    return [list(bucket) for bucket in buckets]
 
 
 class Recorder:
@@ -239,8 +230,7 @@ class Recorder:
         self.reducer_rebuild: tuple[type, Callable] | None = None
         self.start_states: dict = {}
         self.unchecked: list[str] = []
-        self.unsized: Counter = Counter()  # process group -> operations run unsized
-        self.unsized_notes: Counter = Counter()  # (group label, what ran them) -> count
+        self.unsized: Counter = Counter()  # (process group, what ran them) -> operations
 
     @contextmanager
     def phase(self, name: str | None) -> Iterator[None]:
@@ -262,9 +252,8 @@ class Recorder:
 
     def _group_id(self, group) -> str:
         gid = self._label(group)
-        if gid != WORLD_GROUP:
-            ranks = [int(r) for r in self.dist.get_process_group_ranks(group)]
-            self.groups.setdefault(gid, ranks)
+        if gid not in self.groups:  # the world is there from the start
+            self.groups[gid] = [int(r) for r in self.dist.get_process_group_ranks(group)]
         return gid
 
     def _global_rank(self, args: dict, names: tuple[str, str], group, call: str) -> int:
@@ -450,8 +439,7 @@ class Recorder:
                     prior = before.get(group)
                     ran = (state.number or 0) - ((prior.number or 0) if prior else 0)
                     if ran:
-                        self.unsized[group] += ran
-                        self.unsized_notes[(state.label, what)] += ran
+                        self.unsized[(group, what)] += ran
             return result
 
         return counted
@@ -550,7 +538,8 @@ class Recorder:
         else:
             unchecked = ", ".join(self.unchecked)
             notes = [f"{COMPLETENESS_NOTE}{NOT_CHECKED}{unchecked}; {checked}"]
-        for (label, what), count in sorted(self.unsized_notes.items()):
+        counts = Counter({(self._label(g), what): n for (g, what), n in self.unsized.items()})
+        for (label, what), count in sorted(counts.items()):
             notes.append(
                 f"{UNSIZED_NOTE}{count} operations on group {label} run by {what} inside "
                 "C++ (their sizes are not visible from Python)"
@@ -560,8 +549,11 @@ class Recorder:
     def check_complete(self) -> None:
         """Raise ``IncompleteRecording`` unless every checked group ran exactly the
         operations recorded on it (``record_completeness``); note the unchecked ones."""
+        accounted = Counter(self.seen)
+        for (group, _), count in self.unsized.items():
+            accounted[group] += count
         differences, self.unchecked = compare(
-            self.start_states, group_states(self.dist, self._label), self.seen + self.unsized
+            self.start_states, group_states(self.dist, self._label), accounted
         )
         if differences:
             raise IncompleteRecording(

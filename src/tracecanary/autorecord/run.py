@@ -3,7 +3,6 @@ the package doc for what is recorded and what DIR holds)."""
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess
@@ -86,13 +85,11 @@ def run_recorded(cmd: list[str], out_dir: str | os.PathLike, *, timeout_s: float
             )
         with atomic_output(out_dir, directory=True) as tmp:
             os.chmod(tmp, 0o755)  # mkdtemp makes it private; the result is a plain directory
-            kept, completeness = [], []
+            kept = []
             for capture in captures:
                 target = Path(tmp) / capture.name
                 target.write_bytes(capture.read_bytes())
                 kept.append(str(target))
-                notes = json.loads(target.read_text())["meta"].get("notes", [])
-                completeness += [n for n in completeness_notes(notes) if n not in completeness]
             summary = merge_captures(kept, Path(tmp) / MERGED_NAME)
             doc = {
                 "format": RECORDED_RUN_FORMAT,
@@ -106,7 +103,7 @@ def run_recorded(cmd: list[str], out_dir: str | os.PathLike, *, timeout_s: float
                     "collectives": summary["occurrences"],
                     "skew": summary["skew"],
                 },
-                "completeness": completeness,
+                "completeness": completeness_notes(summary["notes"]),
                 "files": {p.name: sha256_file(p) for p in sorted(Path(tmp).iterdir())},
                 "environment": {"python": platform.python_version(), "host": platform.node()},
             }
