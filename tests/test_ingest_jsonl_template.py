@@ -134,7 +134,7 @@ def _chunks(draw) -> bytes:
     chunk = _chunk(lines)
     if draw(st.booleans()):  # a final line without its newline
         chunk = chunk[:-1]
-    if draw(st.integers(0, 9)) == 0:  # a byte that is not UTF-8
+    if chunk and draw(st.integers(0, 9)) == 0:  # a byte that is not UTF-8 (a line can be empty)
         at = draw(st.integers(0, len(chunk) - 1))
         chunk = chunk[:at] + b"\xff" + chunk[at + 1 :]
     return chunk
