@@ -48,6 +48,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tracecanary.grouped import Grouping
 from tracecanary.program import Program
 
 _NONE = np.iinfo(np.int64).min  # "no earlier occurrence on this channel"
@@ -77,15 +78,7 @@ def _channels(program: Program) -> np.ndarray:
 def _previous_ready(ready: np.ndarray, channel: np.ndarray) -> np.ndarray:
     """Per occurrence, the largest ready time of an earlier occurrence on its channel
     (``_NONE`` where there is none)."""
-    running = pd.Series(ready).groupby(channel, sort=False).cummax().to_numpy(np.int64)
-    order = np.argsort(channel, kind="stable")
-    by_channel = running[order]
-    before = np.r_[_NONE, by_channel[:-1]]
-    ch = channel[order]
-    before[np.r_[True, ch[1:] != ch[:-1]]] = _NONE
-    previous = np.empty_like(before)
-    previous[order] = before
-    return previous
+    return Grouping.by(channel).previous_max(ready, _NONE)
 
 
 def segment_starts(idx: np.ndarray) -> np.ndarray:
@@ -128,14 +121,13 @@ def junction_delays(
     segment = np.cumsum(segment)
     # first executed occurrence of each channel in each segment, and each segment's
     # latest unshifted readiness per channel (segments and channels in sorted order)
-    pairs = pd.DataFrame({"segment": segment, "channel": ex_channel, "ready": ex_ready})
-    first = ~pairs.duplicated(["segment", "channel"]).to_numpy()
-    latest = pairs.groupby(["segment", "channel"], sort=True)["ready"].max()
-    latest_segment = latest.index.get_level_values(0).to_numpy(dtype=np.int64)
-    latest_channel = latest.index.get_level_values(1).to_numpy(dtype=np.int64)
-    latest_ready = latest.to_numpy(dtype=np.int64)
+    pairs = Grouping.by(segment, ex_channel)  # (segment, channel) pairs, sorted
+    first_of_pair = pairs.first_positions()
+    latest_segment = segment[first_of_pair]
+    latest_channel = ex_channel[first_of_pair]
+    latest_ready = pairs.max(ex_ready)
     latest_bounds = np.searchsorted(latest_segment, np.arange(starts.size + 1))
-    first_pos = np.flatnonzero(first)
+    first_pos = np.sort(first_of_pair)
     first_bounds = np.searchsorted(segment[first_pos], np.arange(starts.size + 1))
 
     channel_ready = np.full(int(channel.max()) + 1, _NONE, dtype=np.int64)  # P_c
