@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from tracecanary import grouped
 from tracecanary.grouped import Grouping, grouped_cummax, grouped_cumsum
+from tracecanary.sim.engine import HASHED_FROM_CHANNELS, channel_cummax, channel_fifo
 
 INT64 = np.iinfo(np.int64)
 
@@ -226,3 +227,19 @@ def test_importing_grouped_does_not_import_pandas():
     code = "import sys, tracecanary.grouped; print('pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("channels", [3, HASHED_FROM_CHANNELS - 1, HASHED_FROM_CHANNELS, 2000])
+def test_channel_fifo_gives_the_same_starts_whether_it_sorts_or_hashes_the_channels(channels):
+    rng = np.random.default_rng(channels)
+    n = 20_000
+    channel = rng.integers(0, channels, n).astype(np.int32)
+    channel[:channels] = np.arange(channels)  # every code occurs
+    ready = np.cumsum(rng.integers(0, 3_000, n)) + rng.integers(0, 500, n)
+    service = rng.integers(1, 10_000, n)
+    starts = channel_fifo(ready, service, channel)
+    sorted_starts = Grouping.by(channel).queue_starts(ready, service)
+    np.testing.assert_array_equal(starts, sorted_starts)
+    np.testing.assert_array_equal(
+        channel_cummax(starts - ready, channel), grouped_cummax(starts - ready, channel)
+    )

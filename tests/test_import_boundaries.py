@@ -20,7 +20,10 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "tracecanary"
 
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundation", ["tracecanary", "errors", "json_depth", "formatting", "progress", "memory"]),
+    (
+        "foundation",
+        ["tracecanary", "errors", "json_depth", "formatting", "progress", "memory", "grouped"],
+    ),
     ("policy and bytes", ["limits", "canonical", "figures"]),
     ("formats and shipped data", ["formats", "defaults", "parquet_io", "trace_io"]),
     ("the skew datum", ["clocks.status"]),

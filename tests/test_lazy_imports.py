@@ -1,6 +1,6 @@
 """A command imports what its own path needs and nothing else: ``tracecanary STAGE``
 imports that stage's command module alone (the top-level help still lists every stage),
-a canary is replayed without Parquet, ingest or matching, a gate over two JSON reports
+a canary is replayed without pandas, Arrow, Parquet, ingest or matching, a gate over two JSON reports
 needs neither pandas nor Arrow, and progress bars cost no import when nothing is drawn. Behaviour checks on ``sys.modules`` of a real run in a
 fresh process, not timings (bench/bench_small.py measures those)."""
 
@@ -30,6 +30,8 @@ open(sys.argv[1], "w").write(json.dumps({"code": code, "modules": sorted(sys.mod
 """
 
 NOT_FOR_A_CANARY_REPLAY = (
+    "pandas",  # a canary's expansion is held as numpy columns (tests/test_program_columns.py)
+    "pyarrow",
     "pyarrow.parquet",  # a canary is JSON: no Parquet read or written
     "tracecanary.ingest",
     "tracecanary.matching",

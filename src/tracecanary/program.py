@@ -47,13 +47,17 @@ as one value.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from tracecanary.clocks.status import SkewStatus
 from tracecanary.errors import InputError
+
+if TYPE_CHECKING:  # imported where a table is built: a canary's replay needs no pandas
+    import pandas as pd
 
 OCCURRENCE_COLUMNS: dict[str, str] = {
     "occ": "int64",
@@ -82,14 +86,268 @@ SIGNATURE_COLUMNS = ("op", "bytes", "dtype", "group", "root", "phase", "stream")
 
 
 @dataclass(frozen=True)
+class TextColumn:
+    """A text column held as ``codes`` (int64, one per row) into ``literals`` (a few
+    strings, possibly repeated: a canary's signature field). Its rows are
+    ``literals[codes[i]]``; every code is a valid index (the builder checks)."""
+
+    codes: np.ndarray
+    literals: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def values(self) -> np.ndarray:
+        """The rows as an object array of str."""
+        return np.array(self.literals, dtype=object)[self.codes]
+
+    def take(self, idx: np.ndarray) -> TextColumn:
+        """The rows ``idx`` (in that order)."""
+        return TextColumn(self.codes[idx], self.literals)
+
+    def factorized(self, *, sort: bool) -> tuple[np.ndarray, tuple[str, ...]]:
+        """As ``Program.factorized``, from the codes (no Python step per row)."""
+        if not len(self.codes):
+            return np.zeros(0, dtype=np.int64), ()
+        used = np.unique(self.codes)  # literal indices that occur
+        names = [self.literals[i] for i in used.tolist()]
+        if sort:
+            distinct = sorted(set(names))
+        else:  # first appearance of each text among the rows
+            order = np.argsort(_first_rows(self.codes, used), kind="stable")
+            distinct = list(dict.fromkeys(names[i] for i in order.tolist()))
+        index = {text: i for i, text in enumerate(distinct)}
+        code_of_literal = np.zeros(len(self.literals), dtype=np.int64)
+        code_of_literal[used] = [index[t] for t in names]
+        return code_of_literal[self.codes], tuple(distinct)
+
+
+def _first_rows(codes: np.ndarray, used: np.ndarray) -> np.ndarray:
+    """Per literal index in ``used`` (sorted), the first row whose code it is."""
+    order = np.argsort(codes, kind="stable")
+    starts = np.searchsorted(codes[order], used, side="left")
+    return order[starts]
+
+
+ColumnValues = np.ndarray | TextColumn
+
+
 class Program:
-    occurrences: pd.DataFrame
-    members: pd.DataFrame
-    world_size: int
-    skew_known: bool
-    skew_reason: str | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    skew_uncertainty_ns: int = 0
+    """A program's occurrences and members, with how its clocks relate (module doc).
+
+    The two tables are held either as pandas DataFrames (``Program(occurrences=...,
+    members=...)``) or as column arrays (``Program.from_columns``: numpy arrays, text
+    as ``TextColumn`` or object arrays), which need no pandas. ``column``,
+    ``member_column`` and ``factorized`` read either form; ``occurrences`` and
+    ``members`` give the DataFrames, built once from the columns on first use (after
+    which the DataFrames are the tables). Read-only: a change is a new Program
+    (``replace``, ``with_column``)."""
+
+    __slots__ = (
+        "_occ",
+        "_mem",
+        "world_size",
+        "skew_known",
+        "skew_reason",
+        "notes",
+        "skew_uncertainty_ns",
+        "__weakref__",
+    )
+
+    def __init__(
+        self,
+        occurrences: pd.DataFrame,
+        members: pd.DataFrame,
+        world_size: int,
+        skew_known: bool,
+        skew_reason: str | None = None,
+        notes: tuple[str, ...] = (),
+        skew_uncertainty_ns: int = 0,
+    ) -> None:
+        self._set(
+            occurrences, members, world_size, skew_known, skew_reason, notes, skew_uncertainty_ns
+        )
+        _check_tables(occurrences, members)
+
+    @classmethod
+    def from_columns(
+        cls,
+        occurrences: Mapping[str, ColumnValues],
+        members: Mapping[str, np.ndarray],
+        *,
+        world_size: int,
+        skew_known: bool,
+        skew_reason: str | None = None,
+        notes: tuple[str, ...] = (),
+        skew_uncertainty_ns: int = 0,
+    ) -> Program:
+        """A Program over these column arrays (used as they are, not copied): every
+        ``OCCURRENCE_COLUMNS`` column (text as ``TextColumn`` or an object array of
+        str; others of their dtype; extra columns allowed after them) and every
+        ``MEMBER_COLUMNS`` column of its dtype. Its DataFrames, when asked for, are
+        those ``Program(...)`` would hold for the same values."""
+        _check_tables(occurrences, members)
+        program = cls.__new__(cls)
+        program._set(
+            dict(occurrences),
+            dict(members),
+            world_size,
+            skew_known,
+            skew_reason,
+            notes,
+            skew_uncertainty_ns,
+        )
+        return program
+
+    def _set(self, occ, mem, world_size, skew_known, skew_reason, notes, uncertainty) -> None:
+        setter = object.__setattr__
+        setter(self, "_occ", occ)
+        setter(self, "_mem", mem)
+        setter(self, "world_size", world_size)
+        setter(self, "skew_known", skew_known)
+        setter(self, "skew_reason", skew_reason)
+        setter(self, "notes", tuple(notes))
+        setter(self, "skew_uncertainty_ns", uncertainty)
+
+    def __setattr__(self, name, value) -> None:
+        raise AttributeError(f"Program is read-only ({name}); use replace or with_column")
+
+    def __reduce__(self):
+        return (
+            _restore,
+            (
+                self._occ,
+                self._mem,
+                self.world_size,
+                self.skew_known,
+                self.skew_reason,
+                self.notes,
+                self.skew_uncertainty_ns,
+            ),
+        )
+
+    def replace(self, **changes) -> Program:
+        """This program with the given attributes (``notes``, ``skew_known``, ...)
+        changed; the tables are shared, in the form they are held."""
+        fields = {
+            "world_size": self.world_size,
+            "skew_known": self.skew_known,
+            "skew_reason": self.skew_reason,
+            "notes": self.notes,
+            "skew_uncertainty_ns": self.skew_uncertainty_ns,
+        }
+        unknown = set(changes) - set(fields) - {"occurrences", "members"}
+        if unknown:
+            raise TypeError(f"Program has no attribute {sorted(unknown)[0]!r}")
+        fields.update({k: v for k, v in changes.items() if k in fields})
+        occ = changes.get("occurrences", self._occ)
+        mem = changes.get("members", self._mem)
+        program = Program.__new__(Program)
+        program._set(
+            occ,
+            mem,
+            fields["world_size"],
+            fields["skew_known"],
+            fields["skew_reason"],
+            fields["notes"],
+            fields["skew_uncertainty_ns"],
+        )
+        if "occurrences" in changes or "members" in changes:
+            _check_tables(occ, mem)
+        return program
+
+    def with_column(self, name: str, values: np.ndarray) -> Program:
+        """This program with the occurrence column ``name`` set to ``values`` (added
+        after the others when new); the other columns are shared, not copied."""
+        if isinstance(self._occ, dict):
+            return self.replace(occurrences={**self._occ, name: values})
+        frame = self._occ.copy(deep=False)
+        frame[name] = values
+        return self.replace(occurrences=frame)
+
+    def raw_column(self, name: str) -> ColumnValues:
+        """The occurrence column ``name`` as held (a numpy array or a ``TextColumn``);
+        only while ``holds_columns``."""
+        if not isinstance(self._occ, dict):
+            raise TypeError("raw_column: the occurrences are a DataFrame")
+        return self._occ[name]
+
+    def raw_members(self) -> dict[str, np.ndarray]:
+        """The member columns as held (numpy arrays), or the DataFrame once built."""
+        return dict(self._mem) if isinstance(self._mem, dict) else self._mem
+
+    @property
+    def holds_columns(self) -> bool:
+        """Whether the occurrence table is still column arrays (no DataFrame built)."""
+        return isinstance(self._occ, dict)
+
+    @property
+    def occurrences(self) -> pd.DataFrame:
+        """The occurrence table as a DataFrame (built from the columns on first use)."""
+        if isinstance(self._occ, dict):
+            object.__setattr__(self, "_occ", _occurrence_frame(self._occ))
+        return self._occ
+
+    @property
+    def members(self) -> pd.DataFrame:
+        """The member table as a DataFrame (built from the columns on first use)."""
+        if isinstance(self._mem, dict):
+            import pandas as pd
+
+            object.__setattr__(self, "_mem", pd.DataFrame(self._mem, copy=False))
+        return self._mem
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """The occurrence table's columns, in order."""
+        return tuple(self._occ) if isinstance(self._occ, dict) else tuple(self._occ.columns)
+
+    def column(self, name: str, dtype=None) -> np.ndarray:
+        """The occurrence column ``name`` as a read-only numpy array (text: object
+        array of str), converted to ``dtype`` when given. KeyError when absent."""
+        if isinstance(self._occ, dict):
+            value = self._occ[name]
+            array = value.values() if isinstance(value, TextColumn) else value
+            array = np.asarray(array, dtype=dtype)
+            if array is value:
+                array = array.view()
+                array.flags.writeable = False
+            return array
+        return self._occ[name].to_numpy(dtype=dtype)
+
+    def member_column(self, name: str, dtype=None) -> np.ndarray:
+        """The members column ``name`` as a read-only numpy array (``dtype``: as
+        ``column``)."""
+        if isinstance(self._mem, dict):
+            value = self._mem[name]
+            array = np.asarray(value, dtype=dtype)
+            if array is value:
+                array = array.view()
+                array.flags.writeable = False
+            return array
+        return self._mem[name].to_numpy(dtype=dtype)
+
+    @property
+    def member_count(self) -> int:
+        """The number of member rows."""
+        if isinstance(self._mem, dict):
+            return len(self._mem["occ"])
+        return len(self._mem)
+
+    def factorized(self, name: str, *, sort: bool) -> tuple[np.ndarray, tuple[str, ...]]:
+        """(int64 code per occurrence, the distinct texts) of the text column ``name``:
+        code i means text i. ``sort``: the texts ascending (as ``pd.factorize(...,
+        sort=True)``); else in order of first appearance (as ``pd.factorize(...,
+        sort=False, use_na_sentinel=False)``)."""
+        if isinstance(self._occ, dict) and isinstance(self._occ[name], TextColumn):
+            return self._occ[name].factorized(sort=sort)
+        values = self.column(name)
+        if isinstance(self._occ, dict):
+            return _factorize_objects(values, sort=sort)
+        import pandas as pd
+
+        codes, uniques = pd.factorize(self._occ[name], sort=sort, use_na_sentinel=False)
+        return codes.astype(np.int64), tuple(str(u) for u in uniques)
 
     @property
     def skew_status(self) -> SkewStatus:
@@ -98,27 +356,15 @@ class Program:
             return SkewStatus(True, uncertainty_ns=int(self.skew_uncertainty_ns))
         return SkewStatus(False, reason=self.skew_reason)
 
-    def __post_init__(self) -> None:
-        for name, dtype in OCCURRENCE_COLUMNS.items():
-            if name not in self.occurrences.columns:
-                raise ValueError(f"program occurrences lack column {name!r}")
-            got = self.occurrences[name].dtype
-            ok = pd.api.types.is_string_dtype(got) if dtype == "str" else str(got) == dtype
-            if not ok:
-                raise ValueError(
-                    f"program column {name!r} has dtype {self.occurrences[name].dtype}, want {dtype}"
-                )
-        for name, dtype in MEMBER_COLUMNS.items():
-            if name not in self.members.columns or str(self.members[name].dtype) != dtype:
-                raise ValueError(f"program members column {name!r} missing or not {dtype}")
-
     @property
     def n(self) -> int:
-        return len(self.occurrences)
+        if isinstance(self._occ, dict):
+            return len(self._occ["occ"])
+        return len(self._occ)
 
     def issue_ns(self) -> np.ndarray:
         """Issue time of every occurrence relative to the first (cumulative gaps)."""
-        return np.cumsum(self.occurrences["gap_ns"].to_numpy(dtype=np.int64))
+        return np.cumsum(self.column("gap_ns", np.int64))
 
     def signature_ids(self) -> tuple[np.ndarray, pd.DataFrame]:
         """(id per occurrence, table of distinct signatures in first-seen order).
@@ -127,6 +373,8 @@ class Program:
         0..k-1 in order of first appearance; table row i is signature i (the columns'
         own dtypes). Computed from per-column codes combined pairwise into one int64 key
         (each step a bijection of the tuples so far), not from a MultiIndex of rows."""
+        import pandas as pd
+
         keys = self.occurrences[list(SIGNATURE_COLUMNS)]
         n = len(keys)
         combined = np.zeros(n, dtype=np.int64)
@@ -145,9 +393,109 @@ class Program:
         return combined, keys.iloc[np.flatnonzero(new)].reset_index(drop=True)
 
 
+def _restore(occ, mem, world_size, skew_known, skew_reason, notes, uncertainty) -> Program:
+    """A Program from its pickled parts (``Program.__reduce__``)."""
+    program = Program.__new__(Program)
+    program._set(occ, mem, world_size, skew_known, skew_reason, notes, uncertainty)
+    return program
+
+
+def _factorize_objects(values: np.ndarray, *, sort: bool) -> tuple[np.ndarray, tuple[str, ...]]:
+    """``Program.factorized`` of an object array of str."""
+    index: dict[str, int] = {}
+    codes = np.fromiter(
+        (index.setdefault(v, len(index)) for v in values.tolist()),
+        dtype=np.int64,
+        count=len(values),
+    )
+    distinct = tuple(index)
+    if not sort:
+        return codes, distinct
+    ordered = sorted(distinct)
+    rank = {text: i for i, text in enumerate(ordered)}
+    remap = np.array([rank[t] for t in distinct], dtype=np.int64)
+    return (remap[codes] if len(codes) else codes), tuple(ordered)
+
+
+def _check_tables(occurrences, members) -> None:
+    """ValueError naming a missing column or one of the wrong dtype, each table checked
+    in the form it is held (a DataFrame or column arrays)."""
+    if isinstance(occurrences, Mapping):
+        _check_occurrence_columns(occurrences)
+    else:
+        _check_occurrence_frame(occurrences)
+    for name, dtype in MEMBER_COLUMNS.items():
+        if isinstance(members, Mapping):
+            value = members.get(name)
+            ok = isinstance(value, np.ndarray) and str(value.dtype) == dtype
+        else:
+            ok = name in members.columns and str(members[name].dtype) == dtype
+        if not ok:
+            raise ValueError(f"program members column {name!r} missing or not {dtype}")
+
+
+def _check_occurrence_frame(occurrences) -> None:
+    import pandas as pd
+
+    for name, dtype in OCCURRENCE_COLUMNS.items():
+        if name not in occurrences.columns:
+            raise ValueError(f"program occurrences lack column {name!r}")
+        got = occurrences[name].dtype
+        ok = pd.api.types.is_string_dtype(got) if dtype == "str" else str(got) == dtype
+        if not ok:
+            raise ValueError(
+                f"program column {name!r} has dtype {occurrences[name].dtype}, want {dtype}"
+            )
+
+
+def _check_occurrence_columns(occurrences: Mapping) -> None:
+    """Each column present, of its dtype (text: a ``TextColumn`` of str literals or an
+    object array), all of one length."""
+    lengths = set()
+    for name, dtype in OCCURRENCE_COLUMNS.items():
+        if name not in occurrences:
+            raise ValueError(f"program occurrences lack column {name!r}")
+        value = occurrences[name]
+        if dtype == "str":
+            ok = (
+                isinstance(value, TextColumn) and all(type(t) is str for t in value.literals)
+            ) or (isinstance(value, np.ndarray) and value.dtype == object)
+        else:
+            ok = isinstance(value, np.ndarray) and str(value.dtype) == dtype
+        if not ok:
+            raise ValueError(f"program column {name!r} is not a {dtype} column")
+        lengths.add(len(value))
+    if len(lengths) > 1:
+        raise ValueError("program occurrence columns differ in length")
+
+
+def _occurrence_frame(columns: dict) -> pd.DataFrame:
+    """The DataFrame ``Program(...)`` holds for these column arrays: text as pandas
+    ``str`` arrays (a ``TextColumn`` taken in Arrow from its literals), the others as
+    they are, columns in the same order."""
+    import pandas as pd
+    import pyarrow as pa
+
+    data = {}
+    for name, value in columns.items():
+        if isinstance(value, TextColumn):
+            literals = pa.array(list(value.literals), type=pa.large_string())
+            data[name] = pd.array(
+                literals.take(pa.array(value.codes, type=pa.int64())), dtype="str"
+            )
+        elif OCCURRENCE_COLUMNS.get(name) == "str":
+            data[name] = pd.array(value, dtype="str")
+        else:
+            data[name] = value
+    # copy=False: one block per column, not the int64 columns consolidated into one 2-D copy
+    return pd.DataFrame(data, copy=False)
+
+
 def empty_members() -> pd.DataFrame:
     """A members table with no rows (``MEMBER_COLUMNS``, their dtypes), referencing no
     other table's arrays."""
+    import pandas as pd
+
     return pd.DataFrame({name: np.zeros(0, dtype=dtype) for name, dtype in MEMBER_COLUMNS.items()})
 
 
@@ -200,6 +548,8 @@ def make_program(
     changes later), so the tables use them instead of copying them, and the two dicts
     are emptied as their columns are taken (peak memory: a text column's object array
     is dropped once its str array is made)."""
+    import pandas as pd
+
     n = len(occurrences["op"])
     cols: dict[str, np.ndarray] = {}
     defaults = {  # built only for a column not given

@@ -20,8 +20,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 
 from tracecanary.compile import timing
 from tracecanary.compile.budget import FIELDS
@@ -31,20 +29,33 @@ from tracecanary.compile.structure import expand_structure, member_positions, st
 from tracecanary.compile.tracefile import trace_meta
 from tracecanary.errors import InputError, ResourceLimitExceeded
 from tracecanary.limits import current_limits
-from tracecanary.program import MEMBER_COLUMNS, OCCURRENCE_COLUMNS, Program, unfit_bounds
+from tracecanary.program import (
+    MEMBER_COLUMNS,
+    OCCURRENCE_COLUMNS,
+    Program,
+    TextColumn,
+    unfit_bounds,
+)
 
 MAX_EXPAND_OCCURRENCES = 100_000_000
 MAX_EXPAND_MEMBERS = 1_000_000_000
 
 
-def _signature_columns(canary: dict, sig_ids: np.ndarray) -> dict[str, np.ndarray]:
+def _signature_columns(canary: dict, sig_ids: np.ndarray) -> dict[str, np.ndarray | TextColumn]:
+    """The signature fields of the occurrences whose signature ids are ``sig_ids``:
+    ``bytes`` and ``root`` int64; text as a ``TextColumn`` over the signatures' values
+    (an object array when a value is not text)."""
     sigs = canary["signatures"]
     if len(sig_ids) and (sig_ids.min() < 0 or sig_ids.max() >= len(sigs)):
         raise InputError("structure refers to a signature that does not exist", field="structure")
-    return {
-        key: signature_column(canary, key, sig_ids)
-        for key in ("op", "dtype", "group", "phase", "stream", "bytes", "root")
-    }
+    columns: dict[str, np.ndarray | TextColumn] = {}
+    for key in ("op", "dtype", "group", "phase", "stream", "bytes", "root"):
+        values = [s[key] for s in sigs]
+        if key in ("bytes", "root") or not all(type(v) is str for v in values):
+            columns[key] = signature_column(canary, key, sig_ids)
+        else:
+            columns[key] = TextColumn(np.asarray(sig_ids, dtype=np.int64), tuple(values))
+    return columns
 
 
 def signature_column(canary: dict, key: str, sig_ids: np.ndarray):
@@ -57,6 +68,9 @@ def signature_column(canary: dict, key: str, sig_ids: np.ndarray):
         return np.array([int(s[key]) for s in sigs], dtype=np.int64)[sig_ids]
     values = [s[key] for s in sigs]
     if all(type(v) is str for v in values):
+        import pandas as pd
+        import pyarrow as pa
+
         # built in Arrow from the few signature strings: no Python string per row
         literals = pa.array(values, type=pa.large_string())
         return pd.array(literals.take(pa.array(sig_ids, type=pa.int64())), dtype="str")
@@ -217,33 +231,38 @@ def _make_program(
     notes: tuple[str, ...],
 ) -> Program:
     """``make_program`` of an expansion (every column given but ``occ`` and ``weight``),
-    except that string columns already held as pandas ``str`` arrays (Arrow-backed)
-    are used as they are instead of passing through one Python object per row. The
-    Program is the same: same columns in the same order, dtypes and values."""
+    held as column arrays (``Program.from_columns``: no pandas until a DataFrame is
+    asked for; text columns as ``TextColumn``, no Python string per row). Its
+    DataFrames are ``make_program``'s: same columns in the same order, dtypes and
+    values. A text column with a value that is not text is built into the DataFrame at
+    once, so that every reader sees it as ``make_program`` would have made it."""
     n = len(occurrences["gap_ns"])
     defaults = {"occ": np.arange(n, dtype=np.int64), "weight": np.ones(n, dtype=np.float64)}
-    data = {}
+    data: dict[str, np.ndarray | TextColumn] = {}
+    not_text = False
     for name, dtype in OCCURRENCE_COLUMNS.items():
         value = occurrences[name] if name in occurrences else defaults[name]
         if dtype != "str":
             data[name] = np.asarray(value, dtype=dtype)
-        elif isinstance(value, pd.api.extensions.ExtensionArray) and value.dtype == "str":
+        elif isinstance(value, TextColumn):
             data[name] = value
         else:
-            data[name] = pd.array(np.asarray(value, dtype=object), dtype="str")
+            data[name] = np.asarray(value, dtype=object)
+            not_text = not_text or not all(type(v) is str for v in data[name].tolist())
     mcols = {
         name: _member_array(name, members[name], dtype) for name, dtype in MEMBER_COLUMNS.items()
     }
-    return Program(
-        # copy=False: one block per column, not the int64 columns consolidated into one
-        # 2-D copy, of which a view of one column (a replay's prepared arrays) keeps all
-        occurrences=pd.DataFrame(data, copy=False),
-        members=pd.DataFrame(mcols, copy=False),  # the decoded arrays, not a second copy
+    program = Program.from_columns(
+        data,
+        mcols,  # the decoded arrays, not a second copy
         world_size=world_size,
         skew_known=skew_known,
         skew_reason=skew_reason,
         notes=tuple(notes),
     )
+    if not_text:
+        program.occurrences  # noqa: B018 (built now: readers see make_program's text)
+    return program
 
 
 def _member_array(name: str, values: np.ndarray, dtype: str) -> np.ndarray:
@@ -309,8 +328,8 @@ def executed_program(
     ``largest_skew``: per logical occurrence, the largest of 0 and its members' skews,
     when ``logical``'s member table is left out (``logical_occurrences``; the executed
     program's member table is then empty too)."""
-    program = dataclasses.replace(logical, notes=_expansion_notes(canary, True))
-    tail = program.occurrences["tail"].to_numpy(dtype=bool)
+    program = logical.replace(notes=_expansion_notes(canary, True))
+    tail = program.column("tail", bool)
     idx, weights = executed_selection(canary)
     flagged = np.flatnonzero(tail)
     pos = np.searchsorted(idx, flagged)
@@ -339,8 +358,7 @@ def replayed_selection(
     selected = select_occurrences(program, idx, weights)
     delays = junction_delays(program, idx, largest_skew)
     if delays.any():
-        gaps = selected.occurrences["gap_ns"].to_numpy(dtype=np.int64) + delays
-        selected.occurrences["gap_ns"] = gaps
+        selected = selected.with_column("gap_ns", selected.column("gap_ns", np.int64) + delays)
     return selected
 
 
@@ -348,37 +366,51 @@ def select_occurrences(program: Program, idx: np.ndarray, weights: np.ndarray) -
     """The occurrences ``idx`` (in that order) renumbered 0.., with the given weights.
     Selecting every occurrence in order shares ``program``'s columns and member table
     (the same values a copy would hold: members are sorted by occurrence; the columns
-    set here replace, never modify, the shared ones) instead of copying them."""
+    set here replace, never modify, the shared ones) instead of copying them. The
+    selection is held as ``program`` is (column arrays or DataFrames)."""
     every = len(idx) == program.n and np.array_equal(idx, np.arange(program.n))
+    extra = {
+        "occ": np.arange(len(idx), dtype=np.int64),
+        "weight": np.asarray(weights, dtype=np.float64),
+        "logical_occ": np.asarray(idx, dtype=np.int64),
+    }
+    if every:
+        members = None  # shared
+    else:
+        mocc = program.member_column("occ")  # int32 (a view): only counted
+        counts = np.bincount(mocc, minlength=program.n)
+        offsets = np.concatenate(([0], np.cumsum(counts)))
+        pos = member_positions(offsets[idx], counts[idx])
+        members = {
+            "occ": np.repeat(np.arange(len(idx), dtype=MEMBER_COLUMNS["occ"]), counts[idx]),
+            "rank": program.member_column("rank")[pos],
+            "skew_ns": program.member_column("skew_ns", np.int64)[pos],
+        }
+    if program.holds_columns:
+        columns = {name: program.raw_column(name) for name in program.column_names}
+        if not every:
+            columns = {
+                name: value.take(idx) if isinstance(value, TextColumn) else value[idx]
+                for name, value in columns.items()
+            }
+        columns.update(extra)
+        return program.replace(  # skew uncertainty not carried, as before
+            occurrences=columns,
+            members=program.raw_members() if members is None else members,
+            skew_uncertainty_ns=0,
+        )
+    import pandas as pd
+
     if every:
         occ = program.occurrences.copy(deep=False)
     else:
         occ = program.occurrences.iloc[idx].reset_index(drop=True)
-    occ["occ"] = np.arange(len(idx), dtype=np.int64)
-    occ["weight"] = np.asarray(weights, dtype=np.float64)
-    occ["logical_occ"] = np.asarray(idx, dtype=np.int64)
-    mem = program.members
-    if every:
-        new_mem = mem
-    else:
-        mocc = mem["occ"].to_numpy()  # int32 (a view): only counted
-        counts = np.bincount(mocc, minlength=program.n)
-        offsets = np.concatenate(([0], np.cumsum(counts)))
-        pos = member_positions(offsets[idx], counts[idx])
-        new_mem = pd.DataFrame(
-            {
-                "occ": np.repeat(np.arange(len(idx), dtype=MEMBER_COLUMNS["occ"]), counts[idx]),
-                "rank": mem["rank"].to_numpy()[pos],
-                "skew_ns": mem["skew_ns"].to_numpy(dtype=np.int64)[pos],
-            }
-        )
-    return Program(
+    for name, values in extra.items():
+        occ[name] = values
+    return program.replace(
         occurrences=occ,
-        members=new_mem,
-        world_size=program.world_size,
-        skew_known=program.skew_known,
-        skew_reason=program.skew_reason,
-        notes=program.notes,
+        members=program.members if members is None else pd.DataFrame(members),
+        skew_uncertainty_ns=0,
     )
 
 

@@ -46,7 +46,6 @@ Cost: vectorized over occurrences; one Python step per segment (not per occurren
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from tracecanary.grouped import Grouping
 from tracecanary.program import Program
@@ -57,22 +56,21 @@ _NONE = np.iinfo(np.int64).min  # "no earlier occurrence on this channel"
 def _largest_skew(program: Program) -> np.ndarray:
     """Largest member arrival skew per occurrence; 0 when skew is unknown."""
     out = np.zeros(program.n, dtype=np.int64)
-    if not program.skew_known or len(program.members) == 0:
+    if not program.skew_known or program.member_count == 0:
         return out
     np.maximum.at(
         out,
-        program.members["occ"].to_numpy(),  # int32 (a view): indices
-        program.members["skew_ns"].to_numpy(dtype=np.int64),
+        program.member_column("occ"),  # int32 (a view): indices
+        program.member_column("skew_ns", np.int64),
     )
     return out
 
 
 def _channels(program: Program) -> np.ndarray:
     """Channel code per occurrence: one code per distinct (group, stream)."""
-    occ = program.occurrences
-    group, _ = pd.factorize(occ["group"], use_na_sentinel=False)
-    stream, streams = pd.factorize(occ["stream"], use_na_sentinel=False)
-    return group.astype(np.int64) * max(len(streams), 1) + stream.astype(np.int64)
+    group, _ = program.factorized("group", sort=False)
+    stream, streams = program.factorized("stream", sort=False)
+    return group * max(len(streams), 1) + stream
 
 
 def _previous_ready(ready: np.ndarray, channel: np.ndarray) -> np.ndarray:
@@ -101,7 +99,7 @@ def junction_delays(
     starts = segment_starts(idx)
     if starts.size <= 1:
         return delays
-    gap = logical.occurrences["gap_ns"].to_numpy(dtype=np.int64)
+    gap = logical.column("gap_ns", np.int64)
     if largest_skew is not None and logical.skew_known:
         skew = np.asarray(largest_skew, dtype=np.int64)
     else:

@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 _BASE = np.uint64(0x9E3779B97F4A7C15)
 CANDIDATES = 4
@@ -208,6 +207,8 @@ def _repeats(seq: np.ndarray, j: int, p: int) -> int:
 
 def encode_sequence(x: np.ndarray) -> Grammar:
     """Exact grammar of ``x`` (int64): runs, then nested periodic motifs."""
+    import pandas as pd
+
     x = np.asarray(x, dtype=np.int64)
     grammar = Grammar()
     if len(x) == 0:

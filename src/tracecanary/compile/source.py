@@ -26,14 +26,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from tracecanary.canonical import canonical_json_bytes
-from tracecanary.compile import jsonvec as jv
 from tracecanary.formats.ids import SEGMENT_FORMAT, SOURCE_FORMAT
 from tracecanary.program import Program
+
+if TYPE_CHECKING:  # imported where used: a canary's replay needs no Arrow
+    from tracecanary.compile import jsonvec as jv
 
 
 def source_header(program: Program, occurrences: int | None = None) -> bytes:
@@ -150,6 +152,10 @@ CHUNK_OCCURRENCES = 1 << 16
 
 def _codes(column) -> tuple[np.ndarray, jv.pa.Array]:
     """(code per row, JSON literal per code) of a string column."""
+    import pandas as pd
+
+    from tracecanary.compile import jsonvec as jv
+
     codes, uniques = pd.factorize(column, sort=False)
     literals = jv.pa.array(
         [json.dumps(str(u), ensure_ascii=False) for u in uniques], type=jv.STRING
@@ -164,6 +170,8 @@ def _rank_heads(ranks: np.ndarray, skew_known: bool) -> tuple[jv.pa.Array | None
     """The text a member starts with, per (rank, first member of its occurrence):
     element ``2 * (rank - lo) + first`` of the returned array (``lo``: the smallest
     rank); None when the ranks span too wide a range for a table."""
+    from tracecanary.compile import jsonvec as jv
+
     if len(ranks) == 0:
         return None, 0
     lo, hi = int(ranks.min()), int(ranks.max())
@@ -206,6 +214,8 @@ class _SourceColumns:
 
     def lines(self, lo: int, hi: int) -> tuple[memoryview, np.ndarray]:
         """The text of lines [lo, hi) and where each starts in it (hi - lo + 1 offsets)."""
+        from tracecanary.compile import jsonvec as jv
+
         ranks, skew, counts = self.ranks, self.skew, self.counts
         m0, m1 = int(self.member_offsets[lo]), int(self.member_offsets[hi])
         local = self.member_offsets[lo : hi + 1] - m0
@@ -214,7 +224,9 @@ class _SourceColumns:
         if self.rank_heads is not None:
             # '[r,' / ',[r,' (skew known) or '[r]' / ',[r]': one literal per (rank, first)
             head = self.rank_heads.take(
-                jv.pa.array(2 * (ranks[m0:m1].astype(np.int64) - self.rank_lo) + first.view(np.int8))
+                jv.pa.array(
+                    2 * (ranks[m0:m1].astype(np.int64) - self.rank_lo) + first.view(np.int8)
+                )
             )
             elements = head if skew is None else jv.concat(head, jv.int_text(skew[m0:m1]), "]")
         else:

@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from tracecanary.compile import sequence
 from tracecanary.errors import InputError
@@ -55,6 +54,8 @@ def signature_table(program: Program) -> tuple[np.ndarray, list[dict]]:
 
 def group_table(program: Program) -> dict[str, list[int]]:
     """Member ranks of every group; refuses groups whose occurrences differ in members."""
+    import pandas as pd
+
     occ = program.occurrences
     mem = program.members
     n = program.n

@@ -30,7 +30,6 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from tracecanary.compile import intervals as iv
 from tracecanary.compile import jsonsize as js
@@ -108,6 +107,8 @@ def _skew_vector_ids(t: TimingArrays) -> tuple[np.ndarray, np.ndarray]:
     Rows are keyed by a 64-bit polynomial hash of (size, values); rows with equal keys
     are then confirmed element by element, so a hash collision cannot merge different
     vectors (a collision falls back to exact tuples)."""
+    import pandas as pd
+
     offsets = t.member_offsets
     sizes = np.diff(offsets)
     if t.n == 0:
@@ -197,6 +198,8 @@ def _vector_text_len(t: TimingArrays, rows: np.ndarray) -> np.ndarray:
 def exact_bytes_lower_bound(name: str, t: TimingArrays) -> int:
     """A lower bound on the canonical JSON size of ``encode_exact(name, t)``: every
     distinct value must be written at least once, with its digits and a delimiter."""
+    import pandas as pd
+
     if name == "skew":
         values = t.skew
     else:

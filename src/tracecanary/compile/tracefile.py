@@ -25,10 +25,8 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from tracecanary.canonical import atomic_output, canonical_json_bytes, sha256_bytes
-from tracecanary.compile import jsonvec as jv
 from tracecanary.errors import ExportRefused
 from tracecanary.formats.ids import TRACE_FORMAT
 from tracecanary.program import Program
@@ -43,6 +41,10 @@ def _text(b: bytes) -> str:
 def trace_bytes(program: Program, meta: dict, *, lines: bool = False) -> bytes:
     """The trace document: canonical JSON, or (``lines``) JSON Lines: a header line with
     everything but ``events``, then one canonical event per line."""
+    import pandas as pd
+
+    from tracecanary.compile import jsonvec as jv
+
     occ = program.occurrences
     mem = program.members
     n = program.n

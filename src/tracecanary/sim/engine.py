@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-import pandas as pd
 
 from tracecanary.errors import InputError
+from tracecanary.grouped import Grouping, grouped_cummax
 from tracecanary.program import Program
 from tracecanary.sim.backends import BackendConfig
 
@@ -216,13 +216,14 @@ def normalize_ablations(ablations) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _factorize(column: pd.Series, take) -> tuple[np.ndarray, tuple[str, ...]]:
-    """(int32 codes of take(column) into the sorted distinct values, those values).
+def _factorize(program: Program, name: str, take) -> tuple[np.ndarray, tuple[str, ...]]:
+    """(int32 codes of take(column ``name``) into the sorted distinct values, those
+    values).
 
     Values absent from take(column) may appear among the names (the tail ablation drops
     occurrences); consumers only report names whose code occurs."""
-    codes, uniques = pd.factorize(column, sort=True)
-    return take(codes.astype(np.int32)), tuple(str(u) for u in uniques)
+    codes, names = program.factorized(name, sort=True)
+    return take(codes.astype(np.int32)), names
 
 
 def _first_bad(mask: np.ndarray) -> int:
@@ -231,8 +232,8 @@ def _first_bad(mask: np.ndarray) -> int:
 
 def _member_skews(program: Program, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(max skew, sum over members of (max skew - skew)) per occurrence."""
-    occ = program.members["occ"].to_numpy()  # int32 (a view): compared and indexed
-    skew = program.members["skew_ns"].to_numpy(np.int64)
+    occ = program.member_column("occ")  # int32 (a view): compared and indexed
+    skew = program.member_column("skew_ns", np.int64)
     max_skew = np.zeros(n, dtype=np.int64)
     wait_sum = np.zeros(n, dtype=np.int64)
     if occ.size == 0:
@@ -259,12 +260,11 @@ def _member_skews(program: Program, n: int) -> tuple[np.ndarray, np.ndarray]:
 def _checked_columns(program: Program) -> tuple[np.ndarray, ...]:
     """(gap, weight, group_size, bytes, overlap, has_overlap) of every occurrence, after
     the occurrence-level refusals ``prepare`` makes (in its order)."""
-    occ_df = program.occurrences
     n = program.n
-    gap = occ_df["gap_ns"].to_numpy(np.int64)
+    gap = program.column("gap_ns", np.int64)
     if n and (gap < 0).any():
         raise InputError("negative gap", record=f"occurrence {_first_bad(gap < 0)}", field="gap_ns")
-    weight_all = occ_df["weight"].to_numpy(np.float64)
+    weight_all = program.column("weight", np.float64)
     bad_w = ~np.isfinite(weight_all) | (weight_all <= 0)
     if bad_w.any():
         raise InputError(
@@ -272,20 +272,20 @@ def _checked_columns(program: Program) -> tuple[np.ndarray, ...]:
             record=f"occurrence {_first_bad(bad_w)}",
             field="weight",
         )
-    gsize_all = occ_df["group_size"].to_numpy(np.int64)
+    gsize_all = program.column("group_size", np.int64)
     if (gsize_all < 1).any():
         raise InputError(
             "group_size below 1",
             record=f"occurrence {_first_bad(gsize_all < 1)}",
             field="group_size",
         )
-    bytes_all = occ_df["bytes"].to_numpy(np.int64)
+    bytes_all = program.column("bytes", np.int64)
     if (bytes_all < 0).any():
         raise InputError(
             "negative bytes", record=f"occurrence {_first_bad(bytes_all < 0)}", field="bytes"
         )
-    overlap_all = occ_df["overlap_ns"].to_numpy(np.int64)
-    has_overlap_all = occ_df["has_overlap"].to_numpy(bool)
+    overlap_all = program.column("overlap_ns", np.int64)
+    has_overlap_all = program.column("has_overlap", bool)
     if (has_overlap_all & (overlap_all < 0)).any():
         bad = _first_bad(has_overlap_all & (overlap_all < 0))
         raise InputError("negative overlap", record=f"occurrence {bad}", field="overlap_ns")
@@ -374,7 +374,6 @@ def prepare(
     (``MODEL_ABLATIONS``) act in ``simulate``.
     """
     abl = normalize_ablations(ablations)
-    occ_df = program.occurrences
     n = program.n
     gap, weight_all, gsize_all, bytes_all, overlap_all, has_overlap_all = _checked_columns(program)
 
@@ -393,7 +392,7 @@ def prepare(
 
     positions = np.arange(n, dtype=np.int64)
     if "tail" in abl:
-        positions = positions[~occ_df["tail"].to_numpy(bool)]
+        positions = positions[~program.column("tail", bool)]
     issue = issue_all[positions] if "tail" in abl else issue_all
     perm = positions
     if "order" in abl and positions.size:
@@ -407,7 +406,7 @@ def prepare(
     def take(values: np.ndarray) -> np.ndarray:
         return values if identity else values[perm]
 
-    op_codes, op_names = _factorize(occ_df["op"], take)
+    op_codes, op_names = _factorize(program, "op", take)
     op_present = np.bincount(op_codes, minlength=len(op_names)) > 0
     kinds_of_names = []
     for code, name in enumerate(op_names):
@@ -429,21 +428,21 @@ def prepare(
 
     has_overlap = take(has_overlap_all) & ("overlap" not in abl)
 
-    group_codes, group_names = _factorize(occ_df["group"], take)
-    stream_codes, stream_names = _factorize(occ_df["stream"], take)
+    group_codes, group_names = _factorize(program, "group", take)
+    stream_codes, stream_names = _factorize(program, "stream", take)
     channel = group_codes.astype(np.int64) * max(len(stream_names), 1) + stream_codes
     if channel.size and int(channel.max()) <= np.iinfo(np.int32).max:
         channel = channel.astype(np.int32)
     del stream_codes
-    phase_codes, phase_names = _factorize(occ_df["phase"], take)
-    dtype_codes, dtype_names = _factorize(occ_df["dtype"], take)
+    phase_codes, phase_names = _factorize(program, "phase", take)
+    dtype_codes, dtype_names = _factorize(program, "dtype", take)
 
     maxs = take(max_skew)
     custom = tuple(
         o for code, o in enumerate(op_names) if o.startswith("custom:") and op_present[code]
     )
     return Prepared(
-        occ=take(occ_df["occ"].to_numpy(np.int64)),
+        occ=take(program.column("occ", np.int64)),
         issue_ns=issue,
         ready_ns=issue + maxs,
         rendezvous_wait_ns=maxs,
@@ -468,11 +467,11 @@ def prepare(
         ablations=abl,
         custom_ops=custom,
         measured_latency_ns=(
-            take(occ_df["latency_ns"].to_numpy(np.int64))
+            take(program.column("latency_ns", np.int64))
             if "observed_latency" in abl
             else None
         ),
-        has_observed_latency=take(occ_df["has_latency"].to_numpy(bool)),
+        has_observed_latency=take(program.column("has_latency", bool)),
     )
 
 
@@ -528,20 +527,52 @@ def measured_service_ns(prep: Prepared, config: BackendConfig) -> np.ndarray:
     return cost_us * 1000.0
 
 
+HASHED_FROM_CHANNELS = 256
+"""From this many channels the per-channel running sums and maxima are hashed by
+pandas' groupby (one pass, no sort; pandas imported then) instead of sorted by
+``tracecanary.grouped`` (numpy only), which is faster below it (fewer gathers) and
+slower above it (measured in the commit that set this). The two agree bit for bit
+(tests/test_grouped.py); small programs, with few channels, never import pandas here."""
+
+
+def _many_channels(channel: np.ndarray) -> bool:
+    """Whether ``channel`` (codes 0..k-1 from ``prepare``) may hold
+    ``HASHED_FROM_CHANNELS`` or more channels."""
+    return channel.size > 0 and int(channel.max()) + 1 >= HASHED_FROM_CHANNELS
+
+
 def channel_fifo(ready_ns: np.ndarray, service_ns: np.ndarray, channel: np.ndarray) -> np.ndarray:
     """Start times of a FIFO server per channel, occurrences served in array order.
 
     S_i = max(R_i, E_prev) unrolls to S_i = P_i + cummax_{k<=i, same channel}(R_k - P_k)
     with P the exclusive cumulative service within the channel (exact int64).
+    Below ``HASHED_FROM_CHANNELS`` channels computed by ``tracecanary.grouped`` (rows
+    sorted by channel chunk by chunk, both scans on that one sort; no sort for one
+    channel), from there by pandas' groupby.
     """
     if ready_ns.size == 0:
         return ready_ns.copy()
+    if not _many_channels(channel):
+        return Grouping.by(channel).queue_starts(ready_ns, service_ns)
+    import pandas as pd
+
     # copy=False: pandas 3 would otherwise copy each array into its Series
     by_channel = pd.Series(service_ns, copy=False).groupby(channel, sort=False)
     prior = by_channel.cumsum().to_numpy(np.int64) - service_ns
     del by_channel
     slack = pd.Series(ready_ns - prior, copy=False).groupby(channel, sort=False).cummax()
     return prior + slack.to_numpy(np.int64)
+
+
+def channel_cummax(values: np.ndarray, channel: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` within each channel, in array order (int64,
+    exact; computed as ``channel_fifo`` computes its scans)."""
+    if not _many_channels(channel):
+        return grouped_cummax(values, channel)
+    import pandas as pd
+
+    running = pd.Series(values, copy=False).groupby(channel, sort=False).cummax()
+    return running.to_numpy(np.int64)
 
 
 def simulate(
@@ -585,8 +616,8 @@ def simulate(
     del hideable
     start = channel_fifo(prep.ready_ns, service, prep.channel)
     if "no_queue_reset" in prep.ablations and start.size:
-        wait = pd.Series(start - prep.ready_ns).groupby(prep.channel, sort=False).cummax()
-        start = prep.ready_ns + wait.to_numpy(np.int64)
+        wait = channel_cummax(start - prep.ready_ns, prep.channel)
+        start = prep.ready_ns + wait
     latency = start + service  # the end
     latency -= prep.issue_ns
     latency -= hidden
