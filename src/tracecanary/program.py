@@ -189,8 +189,8 @@ class Program:
         _check_tables(occurrences, members)
         program = cls.__new__(cls)
         program._set(
-            dict(occurrences),
-            dict(members),
+            occurrences,
+            members,
             world_size,
             skew_known,
             skew_reason,
@@ -201,8 +201,9 @@ class Program:
 
     def _set(self, occ, mem, world_size, skew_known, skew_reason, notes, uncertainty) -> None:
         setter = object.__setattr__
-        setter(self, "_occ", occ)
-        setter(self, "_mem", mem)
+        # column arrays are held in a dict of their own (a DataFrame is not a Mapping)
+        setter(self, "_occ", dict(occ) if isinstance(occ, Mapping) else occ)
+        setter(self, "_mem", dict(mem) if isinstance(mem, Mapping) else mem)
         setter(self, "world_size", world_size)
         setter(self, "skew_known", skew_known)
         setter(self, "skew_reason", skew_reason)
