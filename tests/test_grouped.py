@@ -99,24 +99,19 @@ def pandas_previous_ready(ready, channel):
     return previous
 
 
+@pytest.mark.parametrize(
+    "ours, pandas_op",
+    [(grouped_cumsum, pandas_cumsum), (grouped_cummax, pandas_cummax)],
+    ids=["cumsum", "cummax"],
+)
 @settings(max_examples=300, deadline=None)
 @given(grouped_arrays(), chunk_sizes)
-def test_grouped_cumsum_equals_pandas_groupby_cumsum_bit_for_bit(data, rows):
+def test_grouped_running_sum_and_max_equal_pandas_groupby_bit_for_bit(ours, pandas_op, data, rows):
     values, group = data
     with chunk_rows(rows):
-        got = grouped_cumsum(values, group)
+        got = ours(values, group)
     assert got.dtype == np.int64
-    np.testing.assert_array_equal(got, pandas_cumsum(values, group))
-
-
-@settings(max_examples=300, deadline=None)
-@given(grouped_arrays(), chunk_sizes)
-def test_grouped_cummax_equals_pandas_groupby_cummax_bit_for_bit(data, rows):
-    values, group = data
-    with chunk_rows(rows):
-        got = grouped_cummax(values, group)
-    assert got.dtype == np.int64
-    np.testing.assert_array_equal(got, pandas_cummax(values, group))
+    np.testing.assert_array_equal(got, pandas_op(values, group))
 
 
 @settings(max_examples=300, deadline=None)

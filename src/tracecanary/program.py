@@ -156,8 +156,8 @@ class Program:
 
     def __init__(
         self,
-        occurrences: pd.DataFrame,
-        members: pd.DataFrame,
+        occurrences: pd.DataFrame | Mapping[str, ColumnValues],
+        members: pd.DataFrame | Mapping[str, np.ndarray],
         world_size: int,
         skew_known: bool,
         skew_reason: str | None = None,
@@ -174,30 +174,15 @@ class Program:
         cls,
         occurrences: Mapping[str, ColumnValues],
         members: Mapping[str, np.ndarray],
-        *,
-        world_size: int,
-        skew_known: bool,
-        skew_reason: str | None = None,
-        notes: tuple[str, ...] = (),
-        skew_uncertainty_ns: int = 0,
+        **attributes,
     ) -> Program:
         """A Program over these column arrays (used as they are, not copied): every
         ``OCCURRENCE_COLUMNS`` column (text as ``TextColumn`` or an object array of
         str; others of their dtype; extra columns allowed after them) and every
-        ``MEMBER_COLUMNS`` column of its dtype. Its DataFrames, when asked for, are
-        those ``Program(...)`` would hold for the same values."""
-        _check_tables(occurrences, members)
-        program = cls.__new__(cls)
-        program._set(
-            occurrences,
-            members,
-            world_size,
-            skew_known,
-            skew_reason,
-            notes,
-            skew_uncertainty_ns,
-        )
-        return program
+        ``MEMBER_COLUMNS`` column of its dtype; ``attributes`` as ``Program(...)``
+        takes them. Its DataFrames, when asked for, are those ``Program(...)`` would
+        hold for the same values."""
+        return cls(occurrences, members, **attributes)
 
     def _set(self, occ, mem, world_size, skew_known, skew_reason, notes, uncertainty) -> None:
         setter = object.__setattr__
@@ -308,24 +293,14 @@ class Program:
         array of str), converted to ``dtype`` when given. KeyError when absent."""
         if isinstance(self._occ, dict):
             value = self._occ[name]
-            array = value.values() if isinstance(value, TextColumn) else value
-            array = np.asarray(array, dtype=dtype)
-            if array is value:
-                array = array.view()
-                array.flags.writeable = False
-            return array
+            return _read_only(value.values() if isinstance(value, TextColumn) else value, dtype)
         return self._occ[name].to_numpy(dtype=dtype)
 
     def member_column(self, name: str, dtype=None) -> np.ndarray:
         """The members column ``name`` as a read-only numpy array (``dtype``: as
         ``column``)."""
         if isinstance(self._mem, dict):
-            value = self._mem[name]
-            array = np.asarray(value, dtype=dtype)
-            if array is value:
-                array = array.view()
-                array.flags.writeable = False
-            return array
+            return _read_only(self._mem[name], dtype)
         return self._mem[name].to_numpy(dtype=dtype)
 
     @property
@@ -392,6 +367,16 @@ class Program:
         new = np.ones(n, dtype=bool)
         new[1:] = running[1:] > running[:-1]
         return combined, keys.iloc[np.flatnonzero(new)].reset_index(drop=True)
+
+
+def _read_only(values: np.ndarray, dtype) -> np.ndarray:
+    """``values`` as ``dtype`` (None: as they are); a read-only view when that is
+    ``values`` itself, so no reader can change a program's column."""
+    array = np.asarray(values, dtype=dtype)
+    if array is values:
+        array = array.view()
+        array.flags.writeable = False
+    return array
 
 
 def _restore(occ, mem, world_size, skew_known, skew_reason, notes, uncertainty) -> Program:
