@@ -20,6 +20,34 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def schema_subset_checked_against_jsonschema():
+    """Every document validated in this test process is judged by jsonschema too, and a
+    subset verdict that disagrees fails the test that validated it (the subset accepts
+    documents without jsonschema in production: formats/schema_subset.py)."""
+    import jsonschema
+
+    from tracecanary.formats import schemas
+    from tracecanary.formats.schema_subset import SubsetValidator
+
+    class Checked(SubsetValidator):
+        def decide(self, instance, schema):
+            verdict = super().decide(instance, schema)
+            if verdict is not None:
+                cls = jsonschema.validators.validator_for(schema)
+                judge = cls(schema, registry=schemas._registry(), format_checker=cls.FORMAT_CHECKER)
+                assert verdict == judge.is_valid(instance), (
+                    f"schema_subset says {verdict}, jsonschema disagrees: "
+                    f"{json.dumps(instance, default=repr)[:500]}"
+                )
+            return verdict
+
+    original = schemas._SUBSET
+    schemas._SUBSET = Checked(schemas.schema_by_id)
+    yield
+    schemas._SUBSET = original
+
+
 def small_trace(n_steps: int = 3, *, with_gap: bool = False) -> dict:
     """A 2-rank trace with one shared clock: all_reduce + broadcast + send/recv per step."""
     events = []

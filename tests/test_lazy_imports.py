@@ -1,7 +1,7 @@
 """A command imports what its own path needs and nothing else: ``tracecanary STAGE``
 imports that stage's command module alone (the top-level help still lists every stage),
-a canary is replayed without pandas, Arrow, Parquet, ingest or matching, a gate over two JSON reports
-needs neither pandas nor Arrow, and progress bars cost no import when nothing is drawn. Behaviour checks on ``sys.modules`` of a real run in a
+a canary is replayed without pandas, Arrow, Parquet, ingest, matching or jsonschema, a gate
+over two JSON reports needs neither pandas, Arrow nor jsonschema, and progress bars cost no import when nothing is drawn. Behaviour checks on ``sys.modules`` of a real run in a
 fresh process, not timings (bench/bench_small.py measures those)."""
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ NOT_FOR_A_CANARY_REPLAY = (
     "tracecanary.matching",
     "tracecanary.parquet_io",
     "tracecanary.clocks.calibration",
+    "jsonschema",  # valid documents are accepted by formats.schema_subset
+    "referencing",
 )
 
 
@@ -129,7 +131,7 @@ def test_compare_of_two_replay_reports_imports_neither_pandas_nor_pyarrow(tmp_pa
     modules_after(tmp_path, "replay", str(canary), "--backends", backends, "-o", report)
     modules = modules_after(tmp_path, "compare", report, report, "-o", str(tmp_path / "v.json"))
     assert command_modules(modules) == {"tracecanary.commands.compare"}
-    assert not {"pandas", "pyarrow"} & modules
+    assert not {"pandas", "pyarrow", "jsonschema"} & modules
 
 
 def test_a_stage_help_imports_that_stage_alone(tmp_path):
