@@ -8,11 +8,20 @@ shared machine, reported in the notes) and peak RSS (``wait4`` of the child).
 The input is the reference's own example trace (``examples/traces/llama70b_tp8_trace.json``:
 10 all_reduce collectives over 8 ranks), converted to ``tracecanary.trace/v1`` by
 ``to_native`` (one event per rank and collective, ``ts_ns`` = start + the rank's arrival,
-the overlap kept). Two last rows measure import floors alone, beside ``import
-commcanary.cli``: ``import numpy, pandas, pyarrow`` bounds compile and verify-behavior of
-a trace (matching and the compiler read ``Program`` as pandas tables, and pandas imports
-pyarrow itself); ``import numpy, yaml, jsonschema`` bounds the replay of a canary, whose
-expansion is held as numpy columns and imports neither pandas nor pyarrow.
+the overlap kept). The last rows measure floors alone: the interpreter's start (``python
+-c pass``) on both sides, then two import floors beside ``import commcanary.cli``:
+``import numpy, pandas, pyarrow`` bounds compile and verify-behavior of a trace (matching
+and the compiler read ``Program`` as pandas tables, and pandas imports pyarrow itself);
+``import numpy, yaml`` bounds the replay of a canary, whose expansion is held as numpy
+columns and which imports neither pandas, pyarrow nor jsonschema (valid documents are
+accepted by ``formats.schema_subset``).
+
+Each side runs in a venv of its own. The reference's is the scratch venv it was
+installed into; ours is made by the bench under its work folder (``--without-pip``, no
+system site-packages) and sees this interpreter's installed packages and ``src/`` through
+one path file. So neither side runs the ``.pth`` hooks of the base interpreter (on these
+machines a sandbox's certifi hook, about 45 ms at every start, and setuptools' distutils
+shim), as neither would in a user's venv; the interpreter-start row shows what is left.
 
 Both sides run with bytecode caches, as Python does by default and as an installed
 package has them (pip compiles the reference's at install): every command runs once
@@ -32,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import site
 import statistics
 import subprocess
 import sys
@@ -130,6 +140,24 @@ def bytecode_cached_env(work: Path) -> dict[str, str]:
     return env
 
 
+def own_venv_python(work: Path) -> str:
+    """The Python of ours' own venv (made once under ``work``; see the module doc): this
+    interpreter, with its site-packages and ``src/`` on the path and none of its ``.pth``
+    hooks run."""
+    venv = work / "ours-venv"
+    python = venv / "bin" / "python"
+    if not python.is_file():
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300
+        )
+    paths = [str(REPO / "src"), *site.getsitepackages()]
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    (venv / "lib" / version / "site-packages" / "tracecanary-bench.pth").write_text(
+        "\n".join(paths) + "\n"
+    )
+    return str(python)
+
+
 def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """(wall seconds, peak RSS in MiB, CPU seconds) of one command run to completion in a
     child; RuntimeError naming the command when it fails."""
@@ -146,11 +174,13 @@ def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, 
     return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
-def _commands(work: Path, ref_python: str | None) -> dict[str, dict[str, list[str]]]:
+def _commands(
+    work: Path, ours_python: str, ref_python: str | None
+) -> dict[str, dict[str, list[str]]]:
     """Per case: our command line and the reference's (absent without the reference)."""
     from tracecanary.defaults import default_file
 
-    ours = [sys.executable, "-m", "tracecanary"]
+    ours = [ours_python, "-m", "tracecanary"]
     backends = str(default_file("backends.yaml"))
     native, canary = str(work / "trace.json"), str(work / "canary.json")
     cases = {
@@ -188,8 +218,9 @@ def run(quick: bool) -> list[dict]:
     source = json.loads(REFERENCE_TRACE.read_text()) if missing is None else builtin_reference_doc()
     (work / "trace.json").write_text(json.dumps(to_native(source), sort_keys=True))
     env = bytecode_cached_env(work)
+    ours_python = own_venv_python(work)
     # the canaries the replay and verify cases read
-    ours = [sys.executable, "-m", "tracecanary"]
+    ours = [ours_python, "-m", "tracecanary"]
     measure(
         ours + ["compile", str(work / "trace.json"), "--lossless", "-o", str(work / "canary.json")],
         env,
@@ -200,15 +231,19 @@ def run(quick: bool) -> list[dict]:
             + ["--lossless-timing", "-o", str(work / "ref_canary.json")],
             env,
         )
-    cases = _commands(work, ref_python)
+    cases = _commands(work, ours_python, ref_python)
     floors = {
-        "import floor (trace: numpy, pandas, pyarrow)": "import numpy, pandas, pyarrow",
-        "import floor (canary replay: numpy, yaml, jsonschema)": "import numpy, yaml, jsonschema",
+        "interpreter start (python -c pass)": ("pass", "pass"),
+        "import floor (trace: numpy, pandas, pyarrow)": (
+            "import numpy, pandas, pyarrow",
+            "import commcanary.cli",
+        ),
+        "import floor (canary replay: numpy, yaml)": ("import numpy, yaml", "import commcanary.cli"),
     }
-    for case, statement in floors.items():
-        cases[case] = {"ours": [sys.executable, "-c", statement]}
+    for case, (statement, reference_statement) in floors.items():
+        cases[case] = {"ours": [ours_python, "-c", statement]}
         if ref_python is not None:
-            cases[case]["reference"] = [ref_python, "-c", "import commcanary.cli"]
+            cases[case]["reference"] = [ref_python, "-c", reference_statement]
     repeats = 3 if quick else 7
     samples: dict[str, dict[str, list[tuple[float, float, float]]]] = {
         case: {side: [] for side in argvs} for case, argvs in cases.items()
