@@ -110,6 +110,7 @@ class SubsetValidator:
 
     def __init__(self, load: Callable[[str], dict | None]):
         self._load = load
+        self._resolved: dict[tuple[str, str, int], tuple[dict, tuple]] = {}
 
     def decide(self, instance, schema: dict) -> bool | None:
         """True or False as jsonschema would answer; None where the subset declines."""
@@ -119,6 +120,17 @@ class SubsetValidator:
             return None  # TypeError: e.g. a non-string key against a pattern; jsonschema says
 
     def _resolve(self, ref: str, base: str, root: dict) -> tuple[dict | bool, str, dict]:
+        """(target schema, its base URI, its document); remembered per ref, base and root
+        (the root is kept with the answer, so its id is not reused while remembered)."""
+        key = (ref, base, id(root))
+        known = self._resolved.get(key)
+        if known is not None and known[0] is root:
+            return known[1]
+        answer = self._lookup(ref, base, root)
+        self._resolved[key] = (root, answer)
+        return answer
+
+    def _lookup(self, ref: str, base: str, root: dict) -> tuple[dict | bool, str, dict]:
         uri, fragment = urldefrag(urljoin(base, ref))
         if uri in ("", base.split("#")[0]):
             document = root
