@@ -109,7 +109,8 @@ class TextColumn:
         """As ``Program.factorized``, from the codes (no Python step per row)."""
         if not len(self.codes):
             return np.zeros(0, dtype=np.int64), ()
-        used = np.unique(self.codes)  # literal indices that occur
+        # the literal indices that occur, ascending (np.unique would import numpy.ma: 17 ms)
+        used = np.flatnonzero(np.bincount(self.codes, minlength=len(self.literals)))
         names = [self.literals[i] for i in used.tolist()]
         if sort:
             distinct = sorted(set(names))
