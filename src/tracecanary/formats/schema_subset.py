@@ -308,7 +308,8 @@ def _evaluated_keys(v: SubsetValidator, instance: dict, schema, base, root) -> s
     if isinstance(schema, bool):
         return set()
     if not isinstance(schema, dict) or any(
-        k in schema for k in ("$dynamicRef", "dependentSchemas", "if", "unevaluatedProperties")
+        k in schema
+        for k in ("$id", "$dynamicRef", "dependentSchemas", "if", "unevaluatedProperties")
     ):
         raise _Declined
     keys: set = set()
@@ -332,7 +333,7 @@ def _evaluated_keys(v: SubsetValidator, instance: dict, schema, base, root) -> s
 def _unevaluated_properties(v: SubsetValidator, rest, instance, schema, base, root) -> bool:
     if not isinstance(instance, dict):
         return True
-    others = {k: value for k, value in schema.items() if k != "unevaluatedProperties"}
+    others = {k: value for k, value in schema.items() if k not in ("unevaluatedProperties", "$id")}
     evaluated = _evaluated_keys(v, instance, others, base, root)
     return all(v._valid(instance[k], rest, base, root) for k in instance if k not in evaluated)
 
