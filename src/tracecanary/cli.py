@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
+import importlib.util
 import sys
 
 import tracecanary.commands as commands
@@ -61,6 +61,8 @@ class StageParser(argparse.ArgumentParser):
 def command_module_names() -> list[str]:
     """Every stage's module name in ``tracecanary.commands``, sorted (stage ``a-b`` is
     module ``a_b``)."""
+    import pkgutil  # listing the folder: only the top-level help needs every name
+
     return sorted(info.name for info in pkgutil.iter_modules(commands.__path__))
 
 
@@ -71,9 +73,10 @@ def chosen_command_module(argv: list[str]) -> str | None:
     if not argv or argv[0].startswith("-"):
         return None
     module = argv[0].replace("-", "_")
-    if "_" in argv[0] or module not in command_module_names():
+    if "_" in argv[0] or "." in argv[0]:
         return None
-    return module
+    spec = importlib.util.find_spec(f"{commands.__name__}.{module}")
+    return module if spec is not None and spec.origin is not None else None
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ directory, so a wheel installed anywhere finds them.
 
 from __future__ import annotations
 
-from importlib import resources
+from pathlib import Path
 
 DEFAULT_FILES = ("backends.yaml", "tolerances.yaml", "physical.yaml")
 
@@ -18,4 +18,4 @@ def default_file(name: str) -> str:
     """The filesystem path of the shipped default ``name`` (one of DEFAULT_FILES)."""
     if name not in DEFAULT_FILES:
         raise ValueError(f"no shipped default named {name!r}")
-    return str(resources.files(__name__) / name)
+    return str(Path(__file__).parent / name)
