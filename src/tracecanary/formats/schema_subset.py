@@ -4,10 +4,10 @@ the subset of JSON Schema 2020-12 that the shipped schemas use, without importin
 
 Guarantee: ``decide`` answers True or False only where the answer is the one
 ``jsonschema``'s Draft 2020-12 validator (with its format checker) gives, and None
-(declined) everywhere else: a keyword outside the subset (``format``,
-``unevaluatedProperties``, ``$dynamicRef``, ``multipleOf`` ...), a value that is not a
-plain JSON value (tuples, numpy scalars, dict subclasses), a ``$ref`` it cannot resolve
-to a shipped schema. A schema is the conjunction of its keywords, so one keyword that
+(declined) everywhere else: a keyword outside the subset (``format``, ``$dynamicRef``,
+``multipleOf``, ``dependentSchemas`` ...; ``unevaluatedProperties`` beside ``if`` or a
+nested ``$id``), a value that is not a plain JSON value (tuples, numpy scalars, dict
+subclasses), a ``$ref`` it cannot resolve to a shipped schema. A schema is the conjunction of its keywords, so one keyword that
 fails decides False even beside a declined one; True needs every keyword decided.
 
 ``formats.schemas.validate`` trusts a True and asks ``jsonschema`` in every other case,
@@ -117,7 +117,7 @@ class SubsetValidator:
         try:
             return self._valid(instance, schema, schema.get("$id", ""), schema)
         except (_Declined, RecursionError, TypeError):
-            return None  # TypeError: e.g. a non-string key against a pattern; jsonschema says
+            return None  # TypeError: say, a non-string key matched against a pattern
 
     def _resolve(self, ref: str, base: str, root: dict) -> tuple[dict | bool, str, dict]:
         """(target schema, its base URI, its document); remembered per ref, base and root
