@@ -25,8 +25,6 @@ def schema_subset_checked_against_jsonschema():
     """Every document validated in this test process is judged by jsonschema too, and a
     subset verdict that disagrees fails the test that validated it (the subset accepts
     documents without jsonschema in production: formats/schema_subset.py)."""
-    import jsonschema
-
     from tracecanary.formats import schemas
     from tracecanary.formats.schema_subset import SubsetValidator
 
@@ -34,8 +32,7 @@ def schema_subset_checked_against_jsonschema():
         def decide(self, instance, schema):
             verdict = super().decide(instance, schema)
             if verdict is not None:
-                cls = jsonschema.validators.validator_for(schema)
-                judge = cls(schema, registry=schemas._registry(), format_checker=cls.FORMAT_CHECKER)
+                judge = schemas.jsonschema_validator(schema)
                 assert verdict == judge.is_valid(instance), (
                     f"schema_subset says {verdict}, jsonschema disagrees: "
                     f"{json.dumps(instance, default=repr)[:500]}"

@@ -170,9 +170,6 @@ class SubsetValidator:
                 return False
         return True
 
-    def _all_valid(self, instance, schemas, base, root) -> bool:
-        return all(self._valid(instance, s, base, root) for s in schemas)
-
 
 def _type(v: SubsetValidator, types, instance, schema, base, root) -> bool:
     names = [types] if isinstance(types, str) else types
@@ -339,7 +336,7 @@ def _unevaluated_properties(v: SubsetValidator, rest, instance, schema, base, ro
 
 
 def _all_of(v: SubsetValidator, schemas, instance, schema, base, root) -> bool:
-    return v._all_valid(instance, schemas, base, root)
+    return all(v._valid(instance, s, base, root) for s in schemas)
 
 
 def _any_of(v: SubsetValidator, schemas, instance, schema, base, root) -> bool:

@@ -75,13 +75,19 @@ def _registry() -> referencing.Registry:
     )
 
 
-@functools.cache
-def _validator(name: str, pointer: str | None) -> jsonschema.protocols.Validator:
+def jsonschema_validator(schema: dict) -> jsonschema.protocols.Validator:
+    """jsonschema's validator for ``schema`` (its draft, every shipped schema reachable by
+    ``$ref``, formats checked): the judge of every document the subset does not accept,
+    and the one ``tests/test_schema_subset.py`` holds the subset to."""
     import jsonschema
 
-    schema = _root(name, pointer)
     cls = jsonschema.validators.validator_for(schema)
     return cls(schema, registry=_registry(), format_checker=cls.FORMAT_CHECKER)
+
+
+@functools.cache
+def _validator(name: str, pointer: str | None) -> jsonschema.protocols.Validator:
+    return jsonschema_validator(_root(name, pointer))
 
 
 def validate(doc: Any, name: str, *, file: str, pointer: str | None = None, record=None) -> None:
