@@ -190,3 +190,23 @@ def test_unknown_stage_is_refused_with_every_stage_named(tmp_path):
 )
 def test_the_stage_module_is_chosen_from_the_first_word_only(argv, module):
     assert chosen_command_module(argv) == module
+
+
+def test_the_launcher_side_of_a_physical_run_imports_no_torch():
+    # torch takes seconds to import; only the ranks (and an nccl availability check) need it
+    probe = """
+import sys
+import tracecanary.physical.replay, tracecanary.physical.sweep, tracecanary.physical.run
+import tracecanary.param.results, tracecanary.param.upstream, tracecanary.param.export
+from tracecanary.physical.environment import launcher_record
+record = launcher_record("gloo")
+print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
+print(record["torch"]["version"])
+"""
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    imported, version = run.stdout.splitlines()
+    assert imported == "[]"
+    import torch
+
+    assert version == torch.__version__

@@ -23,9 +23,9 @@ from tracecanary.cli import main
 from tracecanary.formats.schemas import load_schema
 from tracecanary.param.program import load_program_dir
 from tracecanary.physical.launch import Topology
+from tracecanary.physical.rank_contract import KILL_EXIT_CODE, REPLAY_ROW_SCHEMA
 from tracecanary.physical.replay import replay_physical
 from tracecanary.physical.samples import sample_program, write_program
-from tracecanary.physical.worker import KILL_EXIT_CODE, REPLAY_ROW_SCHEMA
 
 pytestmark = pytest.mark.slow
 

@@ -12,44 +12,53 @@ data-movement ops (no arithmetic on them).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # resolved where a tensor is made: reading names needs no torch (3 s)
+    import torch
 
 
 @dataclass(frozen=True)
 class DtypeInfo:
     param_name: str
-    torch_dtype: torch.dtype
     canonical: str  # torch-style name written into rows ("float32", "bfloat16", ...)
     element_bytes: int
     exact_limit: int
     is_float: bool
     is_bool: bool
 
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        """The torch dtype of this name (imports torch)."""
+        import torch
 
-def _info(param_name: str, dtype: torch.dtype, canonical: str, exact_limit: int) -> DtypeInfo:
-    is_float = dtype.is_floating_point
+        return getattr(torch, self.canonical)
+
+
+# canonical name: (bytes per element, largest integer magnitude held exactly, floating)
+# (tests/test_param_dtypes.py checks each against torch's own dtype)
+_F32 = ("float32", 4, 1 << 24, True)
+_F16 = ("float16", 2, 1 << 11, True)
+_BF16 = ("bfloat16", 2, 1 << 8, True)
+_F64 = ("float64", 8, 1 << 53, True)
+_I32 = ("int32", 4, (1 << 31) - 1, False)
+_I64 = ("int64", 8, (1 << 62), False)
+_U8 = ("uint8", 1, 255, False)
+_I8 = ("int8", 1, 127, False)
+_I16 = ("int16", 2, (1 << 15) - 1, False)
+_BOOL = ("bool", 1, 1, False)
+
+
+def _info(param_name: str, canonical: str, element_bytes: int, exact_limit: int, is_float: bool):
     return DtypeInfo(
         param_name=param_name,
-        torch_dtype=dtype,
         canonical=canonical,
-        element_bytes=torch.empty((), dtype=dtype).element_size(),
+        element_bytes=element_bytes,
         exact_limit=exact_limit,
         is_float=is_float,
-        is_bool=dtype == torch.bool,
+        is_bool=canonical == "bool",
     )
 
-
-_F32 = (torch.float32, "float32", 1 << 24)
-_F16 = (torch.float16, "float16", 1 << 11)
-_BF16 = (torch.bfloat16, "bfloat16", 1 << 8)
-_F64 = (torch.float64, "float64", 1 << 53)
-_I32 = (torch.int32, "int32", (1 << 31) - 1)
-_I64 = (torch.int64, "int64", (1 << 62))
-_U8 = (torch.uint8, "uint8", 255)
-_I8 = (torch.int8, "int8", 127)
-_I16 = (torch.int16, "int16", (1 << 15) - 1)
-_BOOL = (torch.bool, "bool", 1)
 
 PARAM_DTYPES: dict[str, DtypeInfo] = {
     name: _info(name, *spec)

@@ -43,8 +43,8 @@ from tracecanary.param.program import (
     read_json_list,
 )
 from tracecanary.physical import archive
+from tracecanary.physical.rank_contract import REPLAY_ROW_SCHEMA
 from tracecanary.physical.replay import input_record
-from tracecanary.physical.worker import REPLAY_ROW_SCHEMA
 
 PARAM_RESULT_FILE = re.compile(r"^replayedCommsPerf\.rank(\d+)\.json$")
 PARAM_ROW_SCHEMA = REPLAY_ROW_SCHEMA.append(pa.field("global_latency_ns", pa.int64()))

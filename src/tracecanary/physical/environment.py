@@ -8,16 +8,19 @@ CUDA_VISIBLE_DEVICES, and the NCCL version the rank's torch was built with (nccl
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import socket
 import subprocess
 import sys
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 import tracecanary
+
+if TYPE_CHECKING:  # imported inside a rank: the launcher's record reads torch's version file
+    import torch
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "OMP_", "SLURM_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_")
 ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
@@ -42,6 +45,8 @@ def cpu_model() -> str:
 
 
 def nccl_version() -> str | None:
+    import torch
+
     if not torch.cuda.is_available():
         return None
     try:
@@ -57,6 +62,8 @@ def place_rank(local_rank: int, local_world_size: int) -> dict:
     process may use number at least the ranks on the node (core = allowed[local_rank]);
     with fewer cores, pinning would tie two ranks to one core while another idles, so the
     OS schedules them and ``reason`` says so."""
+    import torch
+
     torch.set_num_threads(1)
     record = {"pinned": False, "cpu_affinity": [], "torch_threads": torch.get_num_threads()}
     try:
@@ -79,6 +86,8 @@ def place_rank(local_rank: int, local_world_size: int) -> dict:
 
 def rank_record(rank: int, local_rank: int, backend: str, device: torch.device) -> dict:
     """One rank's environment (called inside the worker, after device selection)."""
+    import torch
+
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         dev = {
@@ -127,6 +136,24 @@ def git_commit(path: Path | None = None) -> tuple[str | None, bool | None]:
     return commit or None, bool(status.strip())
 
 
+def installed_torch_version() -> dict:
+    """``torch.__version__``, ``torch.version.cuda`` and ``git_version`` of the torch this
+    interpreter imports, read from its ``torch/version.py`` alone (importing torch takes
+    seconds; the ranks that do import it run this same interpreter and torch)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("torch is not installed (pip install torch==2.13.0)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "version.py"
+    version_spec = importlib.util.spec_from_file_location("_tracecanary_torch_version", path)
+    module = importlib.util.module_from_spec(version_spec)
+    version_spec.loader.exec_module(module)  # a module of constants, not torch/__init__
+    return {
+        "version": module.__version__,
+        "cuda": getattr(module, "cuda", None),
+        "git_version": getattr(module, "git_version", None),
+    }
+
+
 def launcher_record(backend: str) -> dict:
     """The launcher host's view: versions and platform (rank records are added later)."""
     commit, dirty = git_commit()
@@ -134,11 +161,7 @@ def launcher_record(backend: str) -> dict:
         "tracecanary": {"version": tracecanary.__version__, "commit": commit, "dirty": dirty},
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "torch": {
-            "version": torch.__version__,
-            "cuda": torch.version.cuda,
-            "git_version": getattr(torch.version, "git_version", None),
-        },
+        "torch": installed_torch_version(),
         "backend": backend,
         "launcher_host": socket.gethostname(),
         "launcher_cpu_model": cpu_model(),

@@ -21,8 +21,8 @@ from tracecanary.param.program import load_program_dir
 from tracecanary.physical import archive
 from tracecanary.physical.config import resolve_config
 from tracecanary.physical.launch import Topology
+from tracecanary.physical.rank_contract import REPLAY_ROW_SCHEMA, parse_fault
 from tracecanary.physical.run import launch_and_archive
-from tracecanary.physical.worker import REPLAY_ROW_SCHEMA, parse_fault
 
 REPLAY_SORT_KEYS = ["iteration", "rank", "entry"]
 EXPORT_KEYS = ("format", "execution")  # copied from export.json besides *digest / *sha256

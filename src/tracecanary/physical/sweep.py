@@ -41,9 +41,9 @@ from tracecanary.param.dtypes import GLOO_UNSUPPORTED, canonical_dtype
 from tracecanary.physical import archive
 from tracecanary.physical.config import resolve_config
 from tracecanary.physical.launch import Topology
+from tracecanary.physical.rank_contract import SWEEP_ROW_SCHEMA, parse_fault
 from tracecanary.physical.replay import check_run_params, staging_dir
 from tracecanary.physical.run import launch_and_archive
-from tracecanary.physical.worker import SWEEP_ROW_SCHEMA, parse_fault
 
 COLLECTIVES = LADDER_COLLECTIVES
 NATIVE_ONLY = frozenset({"scatter", "gather"})

@@ -51,55 +51,13 @@ from tracecanary.param.dtypes import PARAM_DTYPES, canonical_dtype
 from tracecanary.param.program import parse_rank_file
 from tracecanary.physical import correctness, strategies
 from tracecanary.physical.environment import place_rank, rank_record
-
-KILL_EXIT_CODE = 86
-PROGRESS_PREFIX = "[tracecanary] "
-
-REPLAY_ROW_SCHEMA = pa.schema(
-    [
-        ("occ", pa.int64()),
-        ("marker", pa.string()),
-        ("op", pa.string()),
-        ("bytes", pa.int64()),
-        ("dtype", pa.string()),
-        ("weight", pa.float64()),
-        ("phase", pa.string()),
-        ("iteration", pa.int64()),
-        ("rank", pa.int64()),
-        ("host", pa.string()),
-        ("start_ns", pa.int64()),
-        ("end_ns", pa.int64()),
-        ("latency_ns", pa.int64()),
-        ("correct", pa.bool_()),
-        ("fused_bucket", pa.int64()),
-        ("entry", pa.int64()),
-        ("pg_id", pa.int64()),
-    ]
+from tracecanary.physical.rank_contract import (
+    KILL_EXIT_CODE,
+    PROGRESS_PREFIX,
+    REPLAY_ROW_SCHEMA,
+    SWEEP_ROW_SCHEMA,
+    parse_fault,
 )
-
-SWEEP_ROW_SCHEMA = pa.schema(
-    [
-        ("collective", pa.string()),
-        ("dtype", pa.string()),
-        ("world_size", pa.int64()),
-        ("bytes", pa.int64()),
-        ("cycle", pa.int64()),
-        ("iteration", pa.int64()),
-        ("rank", pa.int64()),
-        ("latency_ns", pa.int64()),
-        ("correct", pa.bool_()),
-    ]
-)
-
-
-def parse_fault(spec: str | None) -> tuple[str, int] | None:
-    """``kill-rank=R`` | ``hang-rank=R`` | ``corrupt-rank=R`` -> (kind, R); None if absent."""
-    if not spec:
-        return None
-    kind, _, value = spec.partition("=")
-    if kind not in ("kill-rank", "hang-rank", "corrupt-rank") or not value.isdigit():
-        raise ValueError(f"bad fault spec {spec!r} (kill-rank=R, hang-rank=R, corrupt-rank=R)")
-    return kind, int(value)
 
 
 def _progress(rank: int, message: str) -> None:
