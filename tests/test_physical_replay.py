@@ -1,4 +1,4 @@
-"""Real physical replays: torchrun + torch.distributed (gloo), 2 processes, on this host.
+"""Real physical replays: torch.distributed (gloo), 2 processes, on this host.
 
 One small program (every op kind, send/recv pairs both ways, a second world-sized
 group and a subgroup) replayed in every mode with its data checked; a corrupted

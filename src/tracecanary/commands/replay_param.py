@@ -1,5 +1,5 @@
 """``tracecanary replay-param EXPORT --param PATH_OR_MODULE --nproc N -o ATTEMPT/``: replay
-an export in upstream PARAM's ``commsTraceReplay`` (under torchrun, with the documented
+an export in upstream PARAM's ``commsTraceReplay`` (on the launcher of ``replay-physical``, with the documented
 compatibility patches of ``tracecanary.param.compat`` applied at launch) and keep the
 attempt archive, as ``replay-physical`` does for our replayer.
 

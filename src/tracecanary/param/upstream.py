@@ -5,9 +5,9 @@ Order of events, as ``replay-physical``: everything that can be refused is refus
 BEFORE any process starts (exit 2, nothing written): the export directory
 (``param.program``), the ops upstream would mis-execute (``param.target``), the run
 parameters, the output target, and PARAM itself (found, importable, and every
-compatibility patch of ``param.compat`` applicable). Then the ranks run under torchrun
-with the launch options of ``replay-physical`` (``physical.launch``: standalone, or
-static multi-node rendezvous; under SLURM through ``physical.slurm_launch``), each rank
+compatibility patch of ``param.compat`` applicable). Then the ranks run on the launcher
+of ``replay-physical`` (``physical.launch``: one machine's ranks forked by
+``physical.local_ranks``, or torchrun's static multi-node rendezvous; under SLURM through ``physical.slurm_launch``), each rank
 being ``param.upstream_launcher`` (PARAM's ``main()`` with the patches applied, PARAM's
 files untouched). The assembling node imports PARAM's ``replayedCommsPerf.rank<r>.json``
 (``param.results``: every row joined to the export entry it replayed) and writes the

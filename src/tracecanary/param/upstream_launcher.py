@@ -1,5 +1,5 @@
 """One rank of an upstream PARAM replay: ``python -m tracecanary.param.upstream_launcher``
-under torchrun (``tracecanary.physical.launch``), started by ``replay-param``.
+on the physical launcher (``tracecanary.physical.launch``), started by ``replay-param``.
 
 ``--staging S --module M -- ARGS...``: imports PARAM's replayer module ``M``, applies
 the compatibility patches (``tracecanary.param.compat``) to it, and runs its ``main()``

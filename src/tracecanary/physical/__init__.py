@@ -6,8 +6,11 @@ Modules, one job each:
     strategies     how one op (or a fused bucket) is carried out: native, decomposed,
                    chunked, fused
     config         named physical configurations (``config/physical.yaml``)
-    worker         the per-rank replayer and ladder runner (run under torchrun)
-    launch         torchrun launcher with timeout, process-group kill and staging
+    rank_contract  what a rank writes (row schemas) and how it is told to fail, torch-free
+    worker         the per-rank replayer and ladder runner (one process per rank)
+    local_ranks    one machine's ranks forked after a single torch import
+    launch         the launcher (local_ranks, or torchrun across nodes) with timeout,
+                   process-group kill and staging
     replay         replay-physical: validate, launch, assemble (exit 1 on failed attempts)
     environment    versions, hosts, devices and the NCCL_*/GLOO_*/OMP_*/SLURM_* environment
     archive        the attempt archive (evidence): attempt.json, environment.json, rows

@@ -1,6 +1,8 @@
-"""Launch the worker under torchrun with a timeout, and tell success from failure.
+"""Launch the worker on this node's ranks with a timeout, and tell success from failure.
 
-One machine: ``torchrun --standalone --nproc-per-node N``. Several: every node runs the
+One machine: ``python -m tracecanary.physical.local_ranks``, which imports torch once and
+forks the N ranks with the variables torchrun sets (torchrun imports torch in its own
+process and again in every rank: seconds each, see that module). Several: every node runs the
 same command with ``--nnodes M --node-rank k --rdzv-endpoint HOST:PORT`` (torchrun's
 static rendezvous: global rank = k * N + local rank, so ranks map to nodes
 deterministically and node 0, which holds rank 0, assembles the archive). Under SLURM
@@ -8,12 +10,13 @@ that is one ``tracecanary`` task per node with ``--node-rank $SLURM_NODEID``
 (``tracecanary.physical.slurm_launch`` does this); the staging directory (beside the
 output) must then be on a file system every node sees.
 
-Guarantees: torchrun runs in its own process group with ``--max-restarts 0``; when the
-timeout expires the group gets SIGTERM, then SIGKILL, and any worker still alive (pids
-recorded by the workers themselves, verified by command line) is killed too. The
-result says ``ok`` only when torchrun exited 0 AND (on the assembling node) every rank
-wrote its ``done.json``. Worker progress lines (``[tracecanary] ...``) are echoed to the given
-stream; everything torchrun and the workers print is kept as ``launch.log`` evidence.
+Guarantees: the launcher (local_ranks, or torchrun with ``--max-restarts 0``) runs in its
+own process group; one rank failing stops its peers; when the timeout expires the group
+gets SIGTERM, then SIGKILL, and any worker still alive (pids recorded by the workers
+themselves, verified by command line) is killed too. The result says ``ok`` only when the
+launcher exited 0 AND (on the assembling node) every rank wrote its ``done.json``. Worker
+progress lines (``[tracecanary] ...``) are echoed to the given stream; everything the
+launcher and the workers print is kept as ``launch.log`` evidence.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -30,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from tracecanary.physical.worker import PROGRESS_PREFIX
+from tracecanary.physical.rank_contract import PROGRESS_PREFIX
 
 KILL_GRACE_S = 5.0
 WORKER_MODULE = "tracecanary.physical.worker"  # the rank program launch() runs by default
@@ -71,6 +75,33 @@ class LaunchResult:
     log: str
     done_ranks: list[int] = field(default_factory=list)
     failed_ranks: dict[int, str] = field(default_factory=dict)
+
+
+def _free_port() -> int:
+    """A TCP port free on this host now (rank 0's store binds it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launcher_command(
+    topology: Topology, worker_args: list[str], module: str = WORKER_MODULE
+) -> list[str]:
+    """The command that runs this node's ranks: ``local_ranks`` on one machine, torchrun
+    with static rendezvous across several."""
+    if topology.multi_node:
+        return torchrun_command(topology, worker_args, module)
+    return [
+        sys.executable,
+        "-m",
+        "tracecanary.physical.local_ranks",
+        "--nproc",
+        str(topology.nproc),
+        "--port",
+        str(_free_port()),
+        module,
+        *worker_args,
+    ]
 
 
 def torchrun_command(
@@ -135,7 +166,8 @@ _EXITCODE = re.compile(r"rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S)
 
 
 def _exit_codes_from_log(log: str) -> dict[int, int]:
-    """torchrun's failure summary: ``rank : R (local_rank ...)`` then ``exitcode : C``."""
+    """The failed ranks' exit codes: local_ranks' ``[local_ranks] rank : R exitcode : C``
+    lines, or torchrun's failure summary (``rank : R (local_rank ...)`` then ``exitcode : C``)."""
     codes: dict[int, int] = {}
     for block in log.split("[")[1:]:
         m = _EXITCODE.search(block)
@@ -157,9 +189,11 @@ def launch(
     """Run the worker (``module``: the rank program, default tracecanary's worker) on this
     node's ranks; see the module docstring."""
     staging.mkdir(parents=True, exist_ok=True)
-    cmd = torchrun_command(topology, worker_args, module)
+    cmd = launcher_command(topology, worker_args, module)
     child_env = {**os.environ, **env}
     child_env.setdefault("PYTHONUNBUFFERED", "1")
+    if topology.nproc > 1:  # torchrun's default; read by OpenMP when torch loads it
+        child_env.setdefault("OMP_NUM_THREADS", "1")
     lines: list[str] = []
     t0 = time.monotonic_ns()
     proc = subprocess.Popen(
@@ -229,7 +263,7 @@ def launch(
         if missing:
             parts.append(f"ranks {missing} did not finish")
         if not timed_out and proc.returncode != 0 and not codes:
-            parts.append(f"torchrun exited with code {proc.returncode}")
+            parts.append(f"the launcher exited with code {proc.returncode}")
         reason = "; ".join(parts) or "launcher failed"
     return LaunchResult(
         ok=ok,

@@ -2,7 +2,7 @@
 
 Order of events: the whole directory is validated (every rank file, cross-rank
 consistency) and the physical configuration resolved BEFORE any process starts, so bad
-input exits 2 with nothing written. Then the workers run under torchrun (see
+input exits 2 with nothing written. Then the workers run on the launcher (see
 ``launch``), and the node that assembles (standalone, or node rank 0) writes the
 attempt archive (see ``archive``). A failed attempt raises ``RunFailed`` (exit 1)
 after its archive is written.

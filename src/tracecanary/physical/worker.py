@@ -1,6 +1,6 @@
 """The per-rank replayer and ladder runner: ``python -m tracecanary.physical.worker``.
 
-Runs under torchrun or any launcher that sets RANK, WORLD_SIZE, LOCAL_RANK,
+Runs under ``physical.local_ranks``, torchrun or any launcher that sets RANK, WORLD_SIZE, LOCAL_RANK,
 MASTER_ADDR and MASTER_PORT. Two sub-commands:
 
 ``replay --program DIR --staging S --backend B --config FILE [--warmup W] [--iters K]
