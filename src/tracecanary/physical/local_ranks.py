@@ -104,6 +104,8 @@ def run_ranks(module: str, argv: list[str], nproc: int, port: int) -> int:
     for name in PRELOADED:
         importlib.import_module(name)
     entry = importlib.import_module(module).main
+    if sys.modules["torch"].cuda.is_initialized():  # a forked rank could not use CUDA
+        raise RuntimeError(f"importing {module} initialised CUDA before the ranks were forked")
     sys.stdout.flush()
     sys.stderr.flush()
     pids: dict[int, int] = {}
