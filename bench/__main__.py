@@ -27,6 +27,7 @@ MODULES = [
     "bench_search",
     "bench_campaign",
     "bench_physical",
+    "bench_launch",
     "bench_scale",
     "bench_clocks",
 ]

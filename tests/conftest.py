@@ -20,6 +20,15 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Files holding slow tests (end to end, multi-process) run first, in collection order
+    otherwise: pytest-xdist (``-n 2 --dist loadfile`` in pyproject's addopts) hands whole
+    files to its workers in this order, so the long runs start early and the quick unit
+    tests fill the end instead of one worker finishing a campaign alone."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: order kept within
+
+
 @pytest.fixture(autouse=True, scope="session")
 def schema_subset_checked_against_jsonschema():
     """Every document validated in this test process is judged by jsonschema too, and a

@@ -51,6 +51,9 @@ from tracecanary.formats.schemas import validate
 from tracecanary.limits import Limits
 from tracecanary.physical.samples import sample_program, write_program
 
+# every test runs the CLI end to end on each fuzzed input (conftest runs slow files first)
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 BACKENDS = REPO / "config" / "backends.yaml"
 YAML_SEEDS = ("backends.yaml", "tolerances.yaml", "physical.yaml", "config.yaml")
