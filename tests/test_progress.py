@@ -154,3 +154,17 @@ def test_compile_shows_its_stages_on_a_terminal_and_nothing_on_a_pipe(source_and
     assert (source_and_canary / "tty.json").read_bytes() == (
         source_and_canary / "pipe.json"
     ).read_bytes()
+
+
+def test_quiet_given_to_one_in_process_command_does_not_silence_the_next(tmp_path, monkeypatch):
+    from conftest import small_trace, write_doc
+
+    from tracecanary.cli import main
+
+    trace = write_doc(small_trace(), tmp_path / "t.json")
+    assert (
+        main(["compile", str(trace), "--lossless", "--quiet", "-o", str(tmp_path / "c.json")]) == 0
+    )
+    assert not progress_module.quiet()  # a workflow job or a test runs main again in-process
+    monkeypatch.setattr(sys, "stderr", type("Tty", (io.StringIO,), {"isatty": lambda self: True})())
+    assert progress_module.enabled()

@@ -100,6 +100,17 @@ def main(argv: list[str] | None = None) -> int:
     set by its parser) gets the process policy of ``tracecanary.memory`` only when the
     command is the process, never when ``main`` is called with arguments inside another
     program (a workflow job, a test, a user's script)."""
+    from tracecanary import progress
+
+    quiet_before = progress.quiet()
+    try:
+        return _run_stage(argv)
+    finally:  # --quiet is this command's: a program calling main again gets its own default
+        progress.set_quiet(quiet_before)
+
+
+def _run_stage(argv: list[str] | None) -> int:
+    """``main`` less the restoring of ``--quiet``."""
     owns_process = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(only=chosen_command_module(argv))

@@ -22,6 +22,11 @@ def set_quiet(quiet: bool) -> None:
     _quiet = bool(quiet)
 
 
+def quiet() -> bool:
+    """Whether ``--quiet`` is in force in this process (``set_quiet``)."""
+    return _quiet
+
+
 def enabled() -> bool:
     """True when progress is shown: stderr is a terminal and ``--quiet`` was not given."""
     if _quiet:
