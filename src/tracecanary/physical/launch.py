@@ -2,8 +2,8 @@
 
 One machine: ``python -m tracecanary.physical.local_ranks``, which imports torch once and
 forks the N ranks with the variables torchrun sets (torchrun imports torch in its own
-process and again in every rank: seconds each, see that module). Several: every node runs the
-same command with ``--nnodes M --node-rank k --rdzv-endpoint HOST:PORT`` (torchrun's
+process and again in every rank: seconds each, see that module). Several: every node runs
+``torchrun --nproc-per-node N --nnodes M --node-rank k --rdzv-endpoint HOST:PORT`` (torchrun's
 static rendezvous: global rank = k * N + local rank, so ranks map to nodes
 deterministically and node 0, which holds rank 0, assembles the archive). Under SLURM
 that is one ``tracecanary`` task per node with ``--node-rank $SLURM_NODEID``
