@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -208,14 +210,37 @@ def run_snakemake(workdir, *extra, configfile="config/tiny.yaml"):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=workdir)
 
 
+def built_once_per_run(tmp_path_factory, name: str, build) -> Path:
+    """The directory ``name`` that ``build(directory)`` fills, built once for the whole
+    test run: under pytest-xdist by the first worker to ask (the others wait on its lock,
+    then read it), a build that failed part way is started afresh by the next asker."""
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's base folder, shared by its workers
+    target = root / name
+    with FileLock(str(target) + ".lock"):
+        built = root / f"{name}.built"
+        if not built.exists():
+            if target.exists():
+                shutil.rmtree(target)  # this fixture's own unfinished build
+            target.mkdir()
+            build(target)
+            built.touch()
+    return target
+
+
 @pytest.fixture(scope="session")
 def tiny_campaign(tmp_path_factory):
     """One real run of the tiny campaign, shared by the tests that only read it."""
-    workdir = tmp_path_factory.mktemp("tiny-campaign")
-    make_tiny_campaign(workdir)
-    run = run_snakemake(workdir)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return workdir
+
+    def build(workdir: Path) -> None:
+        make_tiny_campaign(workdir)
+        run = run_snakemake(workdir)
+        assert run.returncode == 0, run.stderr[-3000:]
+
+    return built_once_per_run(tmp_path_factory, "tiny-campaign", build)
 
 
 GLOO_LADDER_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
@@ -226,11 +251,13 @@ def gloo_float32_ladders(tmp_path_factory) -> dict[str, str]:
     """Real gloo float32 ladders at 2 ranks, 256 B-4 MiB, factor 4, 3 cycles, one per
     collective in GLOO_LADDER_COLLECTIVES (real torch.distributed runs), swept once for
     every test that prices from them without changing them."""
-    root = tmp_path_factory.mktemp("gloo-ladders")
-    return {
-        coll: sweep_gloo_ladder(root / coll, coll, "256", "4M", cycles=3)
-        for coll in GLOO_LADDER_COLLECTIVES
-    }
+
+    def build(root: Path) -> None:
+        for coll in GLOO_LADDER_COLLECTIVES:
+            sweep_gloo_ladder(root / coll, coll, "256", "4M", cycles=3)
+
+    root = built_once_per_run(tmp_path_factory, "gloo-ladders", build)
+    return {coll: str(root / coll) for coll in GLOO_LADDER_COLLECTIVES}
 
 
 def sweep_gloo_ladder(
