@@ -22,7 +22,7 @@ PACKAGE = SRC / "tracecanary"
 LAYERS: list[tuple[str, list[str]]] = [
     (
         "foundation",
-        ["tracecanary", "errors", "json_depth", "formatting", "progress", "memory", "grouped"],
+        ["tracecanary", "errors", "json_depth", "formatting", "progress", "memory", "grouped", "ports"],
     ),
     ("policy and bytes", ["limits", "canonical", "figures"]),
     ("formats and shipped data", ["formats", "defaults", "parquet_io", "trace_io"]),

@@ -52,6 +52,7 @@ from pathlib import Path
 from tracecanary.canonical import atomic_output, sha256_file, write_json
 from tracecanary.errors import InputError, RunFailed
 from tracecanary.formats.ids import CAPTURE_FORMAT
+from tracecanary.ports import free_local_port
 
 # Imported once in the fork server, then shared by every rank: torch.profiler's first
 # start imports torch._inductor (seconds of CPU), which would otherwise run per rank.
@@ -111,12 +112,6 @@ def layout_for(nproc: int) -> Layout:
     return Layout(tp, pp, tp_groups, p2p)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def capture(out_dir: str | os.PathLike, settings: CaptureSettings) -> dict:
     """Run the workload; write ``rank<r>.json.gz`` + ``capture.json`` atomically into
     ``out_dir``; return the capture.json document."""
@@ -128,7 +123,7 @@ def capture(out_dir: str | os.PathLike, settings: CaptureSettings) -> dict:
     ctx.set_forkserver_preload(_PRELOAD)
     with atomic_output(out_dir, directory=True) as tmp:
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; the result is a plain directory
-        init_method = f"tcp://127.0.0.1:{_free_port()}"
+        init_method = f"tcp://127.0.0.1:{free_local_port()}"
         procs = [
             ctx.Process(
                 target=_worker,

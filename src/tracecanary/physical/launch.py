@@ -25,7 +25,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tracecanary.physical.rank_contract import PROGRESS_PREFIX
+from tracecanary.ports import free_local_port
 
 KILL_GRACE_S = 5.0
 WORKER_MODULE = "tracecanary.physical.worker"  # the rank program launch() runs by default
@@ -77,13 +77,6 @@ class LaunchResult:
     failed_ranks: dict[int, str] = field(default_factory=dict)
 
 
-def _free_port() -> int:
-    """A TCP port free on this host now (rank 0's store binds it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launcher_command(
     topology: Topology, worker_args: list[str], module: str = WORKER_MODULE
 ) -> list[str]:
@@ -98,7 +91,7 @@ def launcher_command(
         "--nproc",
         str(topology.nproc),
         "--port",
-        str(_free_port()),
+        str(free_local_port()),
         module,
         *worker_args,
     ]

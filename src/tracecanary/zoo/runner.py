@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime
 import multiprocessing
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -26,16 +25,11 @@ from tracecanary.canonical import atomic_output, sha256_file, write_json
 from tracecanary.capture import capture_environment, join_all
 from tracecanary.errors import InputError, RunFailed, TraceCanaryError
 from tracecanary.formats.ids import CALIBRATION_FORMAT, CAPTURE_FORMAT
+from tracecanary.ports import free_local_port
 from tracecanary.zoo.programs import WORKLOADS
 
 NPROC = 4
 _PRELOAD = ["torch", "torch.distributed", "torch.profiler", "torch._inductor"]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def capture_workload(
@@ -55,7 +49,7 @@ def capture_workload(
     ctx.set_forkserver_preload(_PRELOAD)
     with atomic_output(out_dir, directory=True) as tmp:
         os.chmod(tmp, 0o755)
-        port = _free_port()
+        port = free_local_port()
         procs = [
             ctx.Process(target=_worker, args=(name, r, steps, port, str(tmp), timeout_s))
             for r in range(NPROC)
