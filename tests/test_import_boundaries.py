@@ -22,12 +22,24 @@ PACKAGE = SRC / "tracecanary"
 LAYERS: list[tuple[str, list[str]]] = [
     (
         "foundation",
-        ["tracecanary", "errors", "json_depth", "formatting", "progress", "memory", "grouped", "ports"],
+        [
+            "tracecanary",
+            "errors",
+            "json_depth",
+            "formatting",
+            "progress",
+            "memory",
+            "grouped",
+            "ports",
+            "factorize",
+            "columns",
+        ],
     ),
     ("policy and bytes", ["limits", "canonical", "figures"]),
     ("formats and shipped data", ["formats", "defaults", "parquet_io", "trace_io"]),
     ("the skew datum", ["clocks.status"]),
     ("the program model and the claim words", ["program", "clocks.calibration", "verify.claims"]),
+    ("the checks of a trace's events", ["event_checks"]),
     (
         "reading one source",
         [
@@ -38,6 +50,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "param.target",
             "columnar_capture",
             "record_completeness",
+            "trace_columns",
         ],
     ),
     ("ingest and capture", ["ingest", "capture", "record", "param.program", "param.compat"]),

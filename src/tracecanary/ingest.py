@@ -39,7 +39,7 @@ import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -50,9 +50,9 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from tracecanary.canonical import atomic_output, sha256_file, write_json
-from tracecanary.clocks.status import decide_skew
 from tracecanary.columnar_capture import is_columnar, open_columnar
-from tracecanary.errors import InputError, ResourceLimitExceeded, SchemaError, TimingError
+from tracecanary.errors import InputError, SchemaError
+from tracecanary.event_checks import EventColumns, TraceState, check_events
 from tracecanary.formats.ids import NORMALIZED_FORMAT
 from tracecanary.formats.jsonl_template import parse_chunk
 from tracecanary.formats.trace import (
@@ -60,32 +60,26 @@ from tracecanary.formats.trace import (
     EVENT_SCHEMA,
     INT_FIELDS,
     NORMALIZED_SCHEMA,
-    TIME_FIELDS,
+    STR_FIELDS,
     check_event_dict,
     check_header_limits,
     clock_of_ranks,
     expand_groups,
+    merge_headers,
     validate_header,
 )
-from tracecanary.formats.vocab import OP_PATTERN, OP_RE, OPS, P2P_OPS, ROOTED_OPS
-from tracecanary.limits import Limits, current_limits, load_json, open_input, parse_json_bytes
+from tracecanary.limits import Limits, current_limits, open_input, parse_json_bytes
 from tracecanary.parquet_io import ROW_GROUP_SIZE, WRITER_OPTIONS
+from tracecanary.trace_columns import (
+    JSON_BATCH_EVENTS,
+    check_event_objects,
+    is_jsonl,
+    load_trace_document,
+)
 
 BATCH_BYTES = 1 << 24
 PARSE_THREADS = 2  # chunks parsed at once, each on its own worker
 CHUNKS_AHEAD = PARSE_THREADS + 1  # read ahead: a worker that finishes finds the next chunk
-
-# the plain op names as one value set; an op outside it is custom (checked by the
-# pattern) or unknown. Index lookup tables: position in OPS -> class (-1: not plain).
-_OPS = pa.array(OPS, type=pa.string())
-_IS_P2P = np.array([name in P2P_OPS for name in OPS] + [False])
-_IS_ROOTED = np.array([name in ROOTED_OPS for name in OPS] + [False])
-assert all(OP_RE.match(name) for name in OPS)
-
-
-_NON_NEGATIVE_FIELDS = INT_FIELDS  # every integer field of an event is >= 0
-_LIMITED_FIELDS = (("bytes", "max_message_bytes"),) + tuple((t, "max_time_ns") for t in TIME_FIELDS)
-assert all(name in _NON_NEGATIVE_FIELDS for name, _ in _LIMITED_FIELDS)
 
 
 class _StreamDigest:
@@ -107,64 +101,6 @@ class _StreamDigest:
             while chunk := rest.read(1 << 20):
                 self.update(chunk)
         return self.sha.hexdigest()
-
-
-def is_jsonl(path: str | os.PathLike) -> bool:
-    name = Path(path).name
-    return name.endswith(".jsonl") or name.endswith(".jsonl.gz")
-
-
-class _Membership:
-    """Which ranks belong to which declared group, as sorted ``group * world + rank``
-    codes: memory grows with the declared members, not groups x world size.
-    ``membership[g, r]`` (arrays) is True where rank ``r`` is a member of group ``g``."""
-
-    def __init__(self, groups: dict[str, list[int]], world_size: int) -> None:
-        self.world_size = world_size
-        parts = [
-            g * world_size + np.asarray(ranks, dtype=np.int64)
-            for g, ranks in enumerate(groups.values())
-        ]
-        self.codes = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
-
-    def __getitem__(self, key: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-        group, rank = key
-        codes = np.asarray(group, dtype=np.int64) * self.world_size + np.asarray(rank, np.int64)
-        pos = np.searchsorted(self.codes, codes)
-        found = pos < len(self.codes)
-        found[found] = self.codes[pos[found]] == codes[found]
-        return found
-
-
-@dataclass
-class _TraceState:
-    """What the checks carry across batches and files."""
-
-    groups: dict[str, list[int]]
-    clocks: dict[int, str]
-    world_size: int
-    limits: Limits = field(default_factory=current_limits)
-    events: int = 0
-    ts_present: int = 0
-    ts_absent: int = 0
-    # first (file, record) lacking ts_ns / gap_ns, for the end-of-trace semantics check
-    first_without_ts: tuple[str, int] | None = None
-    first_without_gap: tuple[str, int] | None = None
-    # per rank: last seq and issue time seen, and whether any event was seen
-    last_seq: np.ndarray = field(init=False)
-    last_issue: np.ndarray = field(init=False)
-    seen: np.ndarray = field(init=False)
-    member: _Membership = field(init=False)
-    declared: pa.Array = field(init=False)
-    clock: pa.Array = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.last_seq = np.full(self.world_size, -1, dtype=np.int64)
-        self.last_issue = np.zeros(self.world_size, dtype=np.int64)
-        self.seen = np.zeros(self.world_size, dtype=bool)
-        self.declared = pa.array(list(self.groups), type=pa.string())
-        self.member = _Membership(self.groups, self.world_size)
-        self.clock = pa.array([self.clocks[r] for r in range(self.world_size)], type=pa.string())
 
 
 @dataclass
@@ -211,11 +147,7 @@ def _open_source(path: str, limits: Limits, *, hash_input: bool = True) -> _Sour
             stream.close()
             raise SchemaError("a JSON Lines header must not hold events", file=path, field="events")
         return _Source(path, header, _jsonl_batches(path, stream), digest, stream)
-    doc = load_json(path, limits)
-    validate_header(doc, file=path)
-    if not isinstance(doc.get("events"), list):
-        raise SchemaError("a JSON trace needs an events list", file=path, field="events")
-    check_header_limits(doc, limits, file=path)
+    doc = load_trace_document(path, limits)
     return _Source(path, doc, _json_batches(path, doc["events"]))
 
 
@@ -229,11 +161,10 @@ def _header_and_batches(
 
 
 def _json_batches(path: str, events: list) -> Iterator[tuple[int, pa.RecordBatch]]:
-    step = 1 << 18
+    step = JSON_BATCH_EVENTS
     for start in range(0, len(events), step):
         chunk = events[start : start + step]
-        for offset, event in enumerate(chunk):
-            check_event_dict(event, file=path, record=start + offset)
+        check_event_objects(path, chunk, start)
         yield start, pa.RecordBatch.from_pylist(chunk, schema=EVENT_SCHEMA)
 
 
@@ -396,290 +327,39 @@ def _jsonl_batches(path: str, stream) -> Iterator[tuple[int, pa.RecordBatch]]:
                 future.cancel()
 
 
-def _first_false(mask: np.ndarray) -> int | None:
-    bad = np.flatnonzero(~mask)
-    return int(bad[0]) if bad.size else None
-
-
-def _refuse_at(path: str, first_index: int, row: int, field: str, message: str, cls=SchemaError):
-    raise cls(message, file=path, record=first_index + row, field=field)
-
-
-def _segment_shift(values: np.ndarray, starts: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """``values`` shifted by one inside each segment (segments begin at ``starts``), the
-    first element of each segment taken from ``first``."""
-    out = np.empty_like(values)
-    out[1:] = values[:-1]
-    out[starts] = first
-    return out
-
-
-def _issue_times(
-    path: str,
-    first_index: int,
-    rank: np.ndarray,
-    seq: np.ndarray,
-    ts: np.ndarray,
-    gap: np.ndarray,
-    has_ts: np.ndarray,
-    has_gap: np.ndarray,
-    state: _TraceState,
-) -> np.ndarray:
-    """Per-rank ``seq`` order and issue times of one batch, vectorized over all ranks.
-
-    Works on the batch sorted by rank (stable, so file order within a rank); segment-wise
-    cumulative sums carry each rank's last issue time across batches. Refusals name the
-    same event the per-rank scan would: the lowest rank with a fault, and in it the
-    first ``seq`` fault, else the first backwards timestamp, else the first
-    contradicting gap."""
-    n = rank.size
-    issue = np.empty(n, dtype=np.int64)
-    if n == 0:
-        return issue
-    order = np.argsort(rank, kind="stable")
-    r_sorted = rank[order]
-    starts = np.flatnonzero(np.concatenate(([True], r_sorted[1:] != r_sorted[:-1])))
-    seg_rank = r_sorted[starts]
-    seg_id = np.repeat(np.arange(starts.size), np.diff(np.append(starts, n)))
-    pos = np.arange(n) - starts[seg_id]  # position inside the rank's segment
-    s, t, g = seq[order], ts[order], gap[order]
-    hts, hgap = has_ts[order], has_gap[order]
-
-    prev_seq = _segment_shift(s, starts, state.last_seq[seg_rank])
-    seq_bad = s <= prev_seq
-    # issue = last timestamp at or before the event + the gaps since; else the rank's
-    # previous issue + the gaps since the segment start
-    cum_all = np.cumsum(g)
-    cum = cum_all - np.repeat(cum_all[starts] - g[starts], np.diff(np.append(starts, n)))
-    last_ts = np.maximum.accumulate(np.where(hts, np.arange(n), -1))
-    in_seg = last_ts >= starts[seg_id]
-    anchor = np.maximum(last_ts, 0)
-    base = np.where(in_seg, t[anchor] - cum[anchor], state.last_issue[r_sorted])
-    seg_issue = np.where(hts, t, base + cum)
-    prev_issue = _segment_shift(seg_issue, starts, state.last_issue[seg_rank])
-    has_prev = (pos > 0) | state.seen[r_sorted]
-    back_bad = has_prev & hts & (t < prev_issue)
-    contra_bad = has_prev & hts & hgap & (g != t - prev_issue)
-    bad = seq_bad | back_bad | contra_bad
-    if bad.any():
-        seg = seg_id[int(np.flatnonzero(bad)[0])]
-        lo = starts[seg]
-        hi = starts[seg + 1] if seg + 1 < starts.size else n
-        r = int(seg_rank[seg])
-        faults = ((seq_bad, "seq"), (back_bad, "ts"), (contra_bad, "gap"))
-        mask, kind = next((m, name) for m, name in faults if m[lo:hi].any())
-        k = lo + int(np.flatnonzero(mask[lo:hi])[0])
-        i = int(order[k])
-        if kind == "seq":
-            _refuse_at(
-                path,
-                first_index,
-                i,
-                "seq",
-                f"seq {seq[i]} of rank {r} does not increase (previous {prev_seq[k]}); duplicate or out-of-order event",
-            )
-        if kind == "ts":
-            _refuse_at(
-                path,
-                first_index,
-                i,
-                "ts_ns",
-                f"timestamp goes backwards on rank {r} ({ts[i]} < previous issue {prev_issue[k]})",
-                TimingError,
-            )
-        _refuse_at(
-            path,
-            first_index,
-            i,
-            "gap_ns",
-            f"gap_ns {g[k]} contradicts ts_ns (difference to the previous event is {t[k] - prev_issue[k]})",
-            TimingError,
-        )
-    issue[order] = seg_issue
-    ends = np.append(starts[1:], n) - 1
-    state.last_seq[seg_rank] = s[ends]
-    state.last_issue[seg_rank] = seg_issue[ends]
-    state.seen[seg_rank] = True
-    return issue
+def _event_columns(batch: pa.RecordBatch) -> EventColumns:
+    """``batch`` as the numpy columns the checks read (text dictionary-encoded: a code
+    per event into its batch's distinct texts)."""
+    ints, present, texts = {}, {}, {}
+    for name in INT_FIELDS:
+        column = batch.column(name)
+        if column.null_count:
+            ints[name] = np.asarray(column.fill_null(0))
+            present[name] = np.asarray(column.is_valid())
+        else:
+            ints[name], present[name] = np.asarray(column), None
+    for name in STR_FIELDS:
+        encoded = batch.column(name).dictionary_encode()
+        codes = encoded.indices
+        codes = np.asarray(codes.fill_null(-1) if codes.null_count else codes, dtype=np.int64)
+        texts[name] = (codes, encoded.dictionary.to_pylist())
+    return EventColumns(batch.num_rows, ints, present, texts)
 
 
 def _check_batch(
-    path: str, first_index: int, batch: pa.RecordBatch, state: _TraceState
+    path: str, first_index: int, batch: pa.RecordBatch, state: TraceState
 ) -> pa.RecordBatch:
-    """Vectorized semantic checks of one batch; returns the normalized batch."""
-    n = batch.num_rows
+    """``check_events`` of one Arrow batch; returns the normalized batch (its columns,
+    the issue times and each event's clock domain)."""
     try:  # the JSON reader passes invalid UTF-8 inside strings through
         batch.validate(full=True)
     except pa.ArrowInvalid as err:
         raise _locate_jsonl_error(path, first_index, str(err)) from None
-    col = {name: batch.column(name) for name in EVENT_FIELDS}
-    for name in ("rank", "seq", "op", "bytes", "dtype", "group"):
-        if col[name].null_count:
-            row = _first_false(np.asarray(col[name].is_valid()))
-            _refuse_at(path, first_index, row, name, "required field missing")
-    # one min/max pass per integer column decides both the sign and the limit checks;
-    # rows are located (as before: the first offending row) only when a check fails
-    extremes = {}
-    for name in _NON_NEGATIVE_FIELDS:
-        values = col[name]
-        if values.null_count == n:
-            continue
-        extremes[name] = pc.min_max(values)
-        if extremes[name]["min"].as_py() < 0:
-            neg = pc.fill_null(pc.less(values, 0), False)
-            row = int(np.flatnonzero(np.asarray(neg))[0])
-            _refuse_at(
-                path, first_index, row, name, f"must be non-negative, got {values[row].as_py()}"
-            )
-    limits = state.limits
-    for name, limit_name in _LIMITED_FIELDS:
-        if name not in extremes:
-            continue
-        limit = getattr(limits, limit_name)
-        if extremes[name]["max"].as_py() > limit:
-            values = col[name]
-            over = np.asarray(pc.fill_null(pc.greater(values, limit), False))
-            row = int(np.flatnonzero(over)[0])
-            limits.check(
-                limit_name,
-                int(values[row].as_py()),
-                file=path,
-                record=first_index + row,
-                field=name,
-            )
-    # a plain op name is found by one hash lookup; only a batch holding other names
-    # (custom ops, or unknown ones) runs the pattern over every op
-    op_code = pc.index_in(col["op"], value_set=_OPS)
-    row = None
-    if op_code.null_count:
-        row = _first_false(np.asarray(pc.match_substring_regex(col["op"], OP_PATTERN)))
-    if row is not None:
-        _refuse_at(
-            path,
-            first_index,
-            row,
-            "op",
-            f"unknown op {col['op'][row].as_py()!r}: use a known op or custom:<name>",
-        )
-    for name in ("dtype", "group"):
-        row = _first_false(np.asarray(pc.not_equal(col[name], "")))
-        if row is not None:
-            _refuse_at(path, first_index, row, name, "must not be empty")
-
-    rank = np.asarray(col["rank"])
-    seq = np.asarray(col["seq"])
-    op = col["op"]
-    group = col["group"]
-
-    row = _first_false(rank < state.world_size)
-    if row is not None:
-        _refuse_at(
-            path,
-            first_index,
-            row,
-            "rank",
-            f"rank {rank[row]} outside world_size {state.world_size}",
-        )
-    group_code = pc.index_in(group, value_set=state.declared)
-    if group_code.null_count:
-        row = _first_false(np.asarray(group_code.is_valid()))
-        _refuse_at(path, first_index, row, "group", f"group {group[row].as_py()!r} is not declared")
-
-    # membership: encode (group index, rank) pairs and look them up
-    gindex = np.asarray(group_code)
-    member = state.member
-    row = _first_false(member[gindex, rank])
-    if row is not None:
-        _refuse_at(
-            path,
-            first_index,
-            row,
-            "rank",
-            f"rank {rank[row]} is not a member of group {group[row].as_py()!r}",
-        )
-
-    op_index = np.asarray(op_code.fill_null(-1))
-    is_p2p = _IS_P2P[op_index]
-    is_rooted = _IS_ROOTED[op_index]
-    peer_valid = np.asarray(col["peer"].is_valid())
-    root_valid = np.asarray(col["root"].is_valid())
-    row = _first_false(~is_p2p | peer_valid)
-    if row is not None:
-        _refuse_at(path, first_index, row, "peer", f"{op[row].as_py()} needs a peer rank")
-    row = _first_false(is_p2p | ~peer_valid)
-    if row is not None:
-        _refuse_at(path, first_index, row, "peer", f"peer is meaningless for {op[row].as_py()}")
-    row = _first_false(~is_rooted | root_valid)
-    if row is not None:
-        _refuse_at(path, first_index, row, "root", f"{op[row].as_py()} needs a root rank")
-    row = _first_false(is_rooted | ~root_valid)
-    if row is not None:
-        _refuse_at(path, first_index, row, "root", f"root is meaningless for {op[row].as_py()}")
-    peer = np.asarray(col["peer"].fill_null(0))
-    root = np.asarray(col["root"].fill_null(0))
-    row = _first_false(
-        ~is_p2p
-        | ((peer < state.world_size) & member[gindex, np.minimum(peer, state.world_size - 1)])
-    )
-    if row is not None:
-        _refuse_at(
-            path,
-            first_index,
-            row,
-            "peer",
-            f"peer {peer[row]} is not a member of group {group[row].as_py()!r}",
-        )
-    row = _first_false(~is_p2p | (peer != rank))
-    if row is not None:
-        _refuse_at(path, first_index, row, "peer", "peer equals the rank itself")
-    row = _first_false(
-        ~is_rooted
-        | ((root < state.world_size) & member[gindex, np.minimum(root, state.world_size - 1)])
-    )
-    if row is not None:
-        _refuse_at(
-            path,
-            first_index,
-            row,
-            "root",
-            f"root {root[row]} is not a member of group {group[row].as_py()!r}",
-        )
-
-    # timing
-    has_ts = np.asarray(col["ts_ns"].is_valid())
-    has_gap = np.asarray(col["gap_ns"].is_valid())
-    row = _first_false(has_ts | has_gap)
-    if row is not None:
-        _refuse_at(
-            path, first_index, row, "gap_ns", "event has neither ts_ns nor gap_ns", TimingError
-        )
-    ts = np.asarray(col["ts_ns"].fill_null(0))
-    gap = np.asarray(col["gap_ns"].fill_null(0))
-    # every value is <= max_time_ns < 2**63; issue times add gaps to the latest issue,
-    # so bound their sum before int64 arithmetic could wrap around
-    reach = max(int(state.last_issue.max(initial=0)), int(ts.max(initial=0)))
-    reach += float(gap.sum(dtype=np.float64))
-    if reach > limits.max_time_ns:
-        raise ResourceLimitExceeded(
-            f"issue times (timestamps plus gaps) reach {reach:.4g} ns, over "
-            f"max_time_ns={limits.max_time_ns}",
-            file=path,
-            record=first_index,
-            field="gap_ns",
-        )
-    state.ts_present += int(has_ts.sum())
-    state.ts_absent += int(n - has_ts.sum())
-    if state.first_without_ts is None and not has_ts.all():
-        state.first_without_ts = (path, first_index + _first_false(has_ts))
-    if state.first_without_gap is None and not has_gap.all():
-        state.first_without_gap = (path, first_index + _first_false(has_gap))
-
-    issue = _issue_times(path, first_index, rank, seq, ts, gap, has_ts, has_gap, state)
-    state.events += n
-    clock = state.clock
+    issue = check_events(path, first_index, _event_columns(batch), state)
+    clock = pa.array(state.clock_names, type=pa.string())
     arrays = [batch.column(name) for name in EVENT_FIELDS]
     arrays.append(pa.array(issue, type=pa.int64()))
-    arrays.append(pc.take(clock, pa.array(rank)))
+    arrays.append(pc.take(clock, batch.column("rank")))
     return pa.RecordBatch.from_arrays(arrays, schema=NORMALIZED_SCHEMA)
 
 
@@ -769,50 +449,6 @@ def sidecar_path(parquet_path: str | os.PathLike) -> Path:
     return p.with_name(stem + ".meta.json")
 
 
-def _merge_headers(headers: list[tuple[str, dict]]) -> dict:
-    first_path, first = headers[0]
-    world = first["meta"]["world_size"]
-    groups = {g["id"]: g for g in first["groups"]}
-    domains = {d["id"]: d for d in first["meta"].get("clock_domains", [])}
-    notes = list(first["meta"].get("notes", []))
-    sources = [first["meta"]["source"]]
-    for path, header in headers[1:]:
-        if header["meta"]["world_size"] != world:
-            raise SchemaError(
-                f"world_size {header['meta']['world_size']} differs from {world} in {first_path}",
-                file=path,
-                field="meta/world_size",
-            )
-        for g in header["groups"]:
-            if g["id"] in groups and groups[g["id"]] != g:
-                raise SchemaError(
-                    f"group {g['id']!r} is declared differently in {first_path}",
-                    file=path,
-                    field="groups",
-                )
-            groups.setdefault(g["id"], g)
-        for d in header["meta"].get("clock_domains", []):
-            known = domains.get(d["id"])
-            if known is None:
-                domains[d["id"]] = d
-            elif known.get("host") != d.get("host"):
-                raise SchemaError(
-                    f"clock domain {d['id']!r} names host {d.get('host')!r}, but {known.get('host')!r} in {first_path}",
-                    file=path,
-                    field="meta/clock_domains",
-                )
-            else:  # one host's clock, declared by each of its processes
-                domains[d["id"]] = {**known, "ranks": sorted(set(known["ranks"]) | set(d["ranks"]))}
-        notes += [n for n in header["meta"].get("notes", []) if n not in notes]
-        sources.append(header["meta"]["source"])
-    meta = dict(first["meta"])
-    meta["notes"] = notes
-    meta["source"] = "; ".join(dict.fromkeys(sources))
-    if domains:
-        meta["clock_domains"] = [domains[k] for k in domains]
-    return {"format": first["format"], "meta": meta, "groups": [groups[k] for k in groups]}
-
-
 @dataclass(frozen=True)
 class IngestResult:
     parquet: Path
@@ -845,11 +481,11 @@ def ingest_files(
 
 
 def _ingest_sources(sources: list[_Source], out: Path, limits: Limits) -> IngestResult:
-    header = _merge_headers([(s.path, s.header) for s in sources])
+    header = merge_headers([(s.path, s.header) for s in sources])
     file0 = sources[0].path
     groups = expand_groups(header, file=file0)
     clocks = clock_of_ranks(header, file=file0)
-    state = _TraceState(
+    state = TraceState(
         groups=groups, clocks=clocks, world_size=header["meta"]["world_size"], limits=limits
     )
     side = sidecar_path(out)
@@ -868,18 +504,10 @@ def _ingest_sources(sources: list[_Source], out: Path, limits: Limits) -> Ingest
             writer.abandon()
             raise
         writer.close()
-        if state.events == 0:  # nothing to compile, replay or verify: say so here
-            raise InputError(
-                "no collectives found: the trace has no events; capture the part of the run "
-                "that communicates",
-                file=file0,
-                field="events",
-            )
-        timing = _timing_semantics(state)
+        timing, skew = state.conclude(file0, header["meta"].get("skew"))
         source_digests = [{"path": Path(s.path).name, "sha256": s.sha256()} for s in sources]
         parquet_sha = sha256_file(tmp)
         ranks_seen = np.flatnonzero(state.seen).tolist()
-        skew = decide_skew(clocks, ranks_seen, groups, header["meta"].get("skew"), file=file0)
         sidecar = {
             "format": NORMALIZED_FORMAT,
             "meta": header["meta"],
@@ -894,22 +522,6 @@ def _ingest_sources(sources: list[_Source], out: Path, limits: Limits) -> Ingest
         }
         side_sha = write_json(side, sidecar)
     return IngestResult(out, side, state.events, timing, parquet_sha, side_sha)
-
-
-def _timing_semantics(state: _TraceState) -> str:
-    if state.ts_absent == 0:
-        return "timestamps"
-    if state.ts_present == 0:
-        return "gaps"
-    if state.first_without_gap is not None:
-        path, record = state.first_without_gap
-        raise TimingError(
-            "mixed timing semantics: some events carry ts_ns and some do not, so every event needs its own gap_ns",
-            file=path,
-            record=record,
-            field="gap_ns",
-        )
-    return "mixed_with_gaps"
 
 
 def read_normalized(path: str | os.PathLike) -> tuple[pa.Table, dict]:

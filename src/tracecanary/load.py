@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # imported where used: a canary's path needs no Arrow, Parque
     import pyarrow as pa
 
     from tracecanary.program import Program
+    from tracecanary.trace_columns import TraceColumns
 
 
 def sniff_format(path: str | os.PathLike) -> str:
@@ -268,6 +269,34 @@ def program_from_series(columns: MutableMapping[str, pd.Series], sidecar: dict) 
     )
 
 
+def program_from_trace_columns(trace: TraceColumns) -> Program:
+    """The program of a trace read as columns (``trace_columns.read_json_trace``): the one
+    ingest's normalized table of that trace gives, held as column arrays (no pandas)."""
+    from tracecanary.columns import IntColumn
+    from tracecanary.matching import build_program_from_columns
+
+    def holds_nothing(column) -> bool:
+        if isinstance(column, IntColumn):
+            return column.present is not None and not column.present.any()
+        return not len(column.labels)
+
+    # as ``ParquetColumns(..., skip_empty_optional=True)`` reads a normalized table
+    columns = {
+        name: trace.columns[name]
+        for name in MATCHING_COLUMNS
+        if not (name in OPTIONAL_MATCHING_COLUMNS and holds_nothing(trace.columns[name]))
+    }
+    return build_program_from_columns(
+        columns,
+        groups=trace.groups,
+        world_size=trace.world_size,
+        clocks=trace.clocks,
+        skew=trace.skew,
+        notes=trace.notes,
+        frames=False,
+    )
+
+
 def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
     """Program of a trace / normalized table / canary at ``path`` (see module doc)."""
     kind = sniff_format(path)
@@ -280,6 +309,11 @@ def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
         sidecar = load_json(side)
         return program_from_series(ParquetColumns(path, skip_empty_optional=True), sidecar)
     if kind == TRACE_FORMAT:
+        from tracecanary.trace_columns import read_json_trace, reads_as_columns
+
+        trace = read_json_trace(path) if reads_as_columns(path) else None
+        if trace is not None:
+            return program_from_trace_columns(trace)
         from tracecanary.ingest import ingest_files
 
         with tempfile.TemporaryDirectory(prefix="tracecanary-load-") as tmp:

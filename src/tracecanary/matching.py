@@ -19,14 +19,26 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from tracecanary.clocks.calibration import ClockMap, mapped_skew_uncertainty_ns
 from tracecanary.clocks.status import SkewStatus, decide_skew
+from tracecanary.columns import CodedText, IntColumn
 from tracecanary.errors import MergeError
-from tracecanary.program import MEMBER_COLUMNS, MEMBER_INDEX_LIMIT, Program, make_program
+from tracecanary.factorize import first_seen
+from tracecanary.program import (
+    MEMBER_COLUMNS,
+    MEMBER_INDEX_LIMIT,
+    OCCURRENCE_COLUMNS,
+    Program,
+    TextColumn,
+    make_program,
+)
+
+if TYPE_CHECKING:  # a Series is read where one is given: numpy columns need no pandas
+    import pandas as pd
 
 TAIL_OVERLAP_FACTOR = 3.0
 _CHUNK = 1 << 20  # member events per step where a whole-trace temporary is avoided
@@ -39,7 +51,9 @@ def _refuse(field: str, group: str, instance, ranks, message: str) -> MergeError
     )
 
 
-def _instance_keys(events) -> tuple[np.ndarray, list[str], np.ndarray]:
+def _instance_keys(
+    columns, op: CodedText, rank: np.ndarray
+) -> tuple[np.ndarray, list[str], np.ndarray]:
     """(key code per event, key names, key instance per event).
 
     The key of a collective is its group id; of a send/recv, ``p2p:<src>-><dst>``. Codes
@@ -47,33 +61,71 @@ def _instance_keys(events) -> tuple[np.ndarray, list[str], np.ndarray]:
     key shares its key, as the string keys always did). The instance is the event's
     explicit ``instance`` when every event has one, else its per-(rank, key) count in
     row order. Built on integer codes: no per-event Python string is created."""
-    n = len(events["rank"])
-    op = events["op"]
-    is_p2p = op.isin(["send", "recv"]).to_numpy(dtype=bool)
-    rank = events["rank"].to_numpy()  # int32 or int64 as given: widened where combined
-    group_codes, group_names = pd.factorize(events["group"], sort=False)
-    code = group_codes.astype(np.int64)
-    names = [str(g) for g in group_names]
+    n = len(rank)
+    is_p2p = _label_mask(op, ("send", "recv"))
+    group = _texts(columns["group"])
+    code = np.asarray(group.codes, dtype=np.int64)
+    names = list(group.labels)
     if is_p2p.any():
-        peer = events["peer"].to_numpy(dtype=np.float64, na_value=np.nan)[is_p2p]
-        peer = np.where(np.isnan(peer), -1, peer).astype(np.int64)
-        is_send = (op == "send").to_numpy(dtype=bool)[is_p2p]
-        r = rank[is_p2p]
+        peer = _ints(columns["peer"]).filled(-1)[is_p2p]
+        is_send = _label_mask(op, ("send",))[is_p2p]
+        r = rank[is_p2p].astype(np.int64)
         src, dst = np.where(is_send, r, peer), np.where(is_send, peer, r)
-        pair_codes, pair_index = pd.factorize(pd.MultiIndex.from_arrays([src, dst]), sort=False)
-        pair_names = [f"p2p:{a}->{b}" for a, b in pair_index]
+        # one int64 key per (src, dst): both lie in [-1, span - 1)
+        span = int(max(src.max(), dst.max())) + 2
+        pair_codes, pair_keys = first_seen((src + 1) * span + (dst + 1))
+        pair_names = [f"p2p:{k // span - 1}->{k % span - 1}" for k in pair_keys.tolist()]
         code[is_p2p] = len(names) + pair_codes
         names += pair_names
     # unify equal names (a declared group may be called like a p2p key)
-    unified, unique_names = pd.factorize(np.asarray(names, dtype=object), sort=False)
-    if len(unique_names) != len(names):
-        code = unified.astype(np.int64)[code] if n else code
-    names = [str(x) for x in unique_names]
-    if "instance" in events and n and events["instance"].notna().all():
-        instance = events["instance"].to_numpy(dtype=np.int64)
+    index: dict[str, int] = {}
+    unified = np.array([index.setdefault(name, len(index)) for name in names], dtype=np.int64)
+    if len(index) != len(names):
+        code = unified[code] if n else code
+    names = list(index)
+    instance_column = _ints(columns["instance"]) if "instance" in columns else None
+    if instance_column is not None and n and _all_present(instance_column):
+        instance = instance_column.values
     else:
         instance = _cumcount(code * (int(rank.max()) + 1 if n else 1) + rank)
     return code, names, instance
+
+
+def _all_present(column: IntColumn) -> bool:
+    return column.present is None or bool(column.present.all())
+
+
+def _label_mask(text: CodedText, wanted: tuple[str, ...]) -> np.ndarray:
+    """Per row: whether its text is one of ``wanted``."""
+    hits = np.flatnonzero(np.isin(np.asarray(text.labels, dtype=object), list(wanted)))
+    return np.isin(text.codes, hits)
+
+
+def _ints(column) -> IntColumn:
+    """An integer column (a pandas Series: NaN/NA is absent) as an ``IntColumn``."""
+    if isinstance(column, IntColumn):
+        return column
+    present = column.notna().to_numpy(dtype=bool)
+    if present.all():
+        return IntColumn(column.to_numpy(dtype=np.int64), None)
+    # a Series with gaps holds floats: each present value is an integer
+    values = column.to_numpy(dtype=np.float64, na_value=0.0).astype(np.int64)
+    return IntColumn(values, present)
+
+
+def _texts(column) -> CodedText:
+    """A text column as a ``CodedText``: a categorical Series' own codes (a byte or two
+    per row), another Series' codes in order of first appearance. The codes are only
+    compared for equality and looked up, so either numbering serves."""
+    if isinstance(column, CodedText):
+        return column
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes, labels = column.cat.codes.to_numpy(), column.cat.categories
+    else:
+        codes, labels = pd.factorize(column, sort=False)
+    return CodedText(codes, tuple(str(label) for label in labels))
 
 
 def _cumcount(keys: np.ndarray) -> np.ndarray:
@@ -102,7 +154,7 @@ def _cumcount(keys: np.ndarray) -> np.ndarray:
 
 def assign_instances(events: pd.DataFrame) -> pd.DataFrame:
     """Add ``key_group`` and ``key_instance`` identifying each event's occurrence."""
-    code, names, instance = _instance_keys(events)
+    code, names, instance = _instance_keys(events, _texts(events["op"]), events["rank"].to_numpy())
     key_group = np.asarray(names, dtype=object)[code] if len(code) else np.zeros(0, object)
     return events.assign(key_group=key_group, key_instance=instance)
 
@@ -171,9 +223,11 @@ def _group_occurrences(code: np.ndarray, instance: np.ndarray) -> _Occurrences:
     span = hi - lo + 1
     if span * (int(code.max()) + 1) < 1 << 62:
         key = code * span + (instance - lo)
-        occ_of, _ = pd.factorize(key, sort=False)
+        occ_of, _ = first_seen(key)
         del key
     else:  # explicit instances too far apart for one int64 key
+        import pandas as pd
+
         occ_of = (
             pd.DataFrame({"k": code, "i": instance})
             .groupby(["k", "i"], sort=False)
@@ -218,7 +272,7 @@ def build_program(
 
 
 def build_program_from_columns(
-    columns: MutableMapping[str, pd.Series],
+    columns: MutableMapping[str, pd.Series | IntColumn | CodedText],
     *,
     groups: dict[str, list[int]],
     world_size: int,
@@ -226,18 +280,23 @@ def build_program_from_columns(
     clock_map: ClockMap | None = None,
     skew: SkewStatus | None = None,
     notes: tuple[str, ...] = (),
+    frames: bool = True,
 ) -> Program:
-    """``build_program`` of the normalized columns in ``columns`` (name -> Series of one
-    length, default index; string columns may be categorical; a dict, or a mapping that
-    reads each column when first asked for it), which it takes over: each column is
+    """``build_program`` of the normalized columns in ``columns`` (name -> column of one
+    length: a Series with a default index, string columns possibly categorical, or a
+    numpy form, ``IntColumn`` / ``CodedText``; a dict, or a mapping that reads each
+    column when first asked for it), which it takes over: each column is
     asked for only where needed, in the order matching needs them, and removed once
     read, and every per-event array is dropped once its per-occurrence result is taken,
     so a caller holding no other reference to the columns has its events' memory
     released while the occurrences are built. The peak is a few arrays per event (int32
     where the values are indices or counts below the event count) on top of the columns
     in use, not a table of Python objects. The same program and refusals as
-    ``build_program``."""
-    code, names, instance = _instance_keys(columns)
+    ``build_program``; ``frames``: its tables as DataFrames (``make_program``), else as
+    column arrays (``Program.from_columns``, no pandas needed)."""
+    op = _texts(columns.pop("op"))
+    rank = _member_ranks(columns.pop("rank"))
+    code, names, instance = _instance_keys(columns, op, rank)
     for name in ("group", "peer", "instance"):
         if name in columns:  # dropped unread where not read yet (a lazily read mapping)
             del columns[name]
@@ -248,7 +307,6 @@ def build_program_from_columns(
     code_first = code[first_row] if G else np.zeros(0, dtype=np.int64)
     inst_first = instance[first_row] if G else np.zeros(0, dtype=np.int64)
     del code, instance
-    rank = _member_ranks(columns.pop("rank"))
     seen = set(np.unique(rank).tolist())
     names_arr = np.asarray(names, dtype=object)
 
@@ -273,17 +331,20 @@ def build_program_from_columns(
     del pair, repeated
 
     # conflicting metadata (op kind, bytes, dtype, root), first field then first collective
-    op_codes, op_names = _text_codes(columns.pop("op"))
-    op_names = np.asarray([str(o) for o in op_names], dtype=object)
-    is_p2p_ev = np.isin(op_codes, np.flatnonzero(np.isin(op_names, ["send", "recv"])))
-    is_send = np.isin(op_codes, np.flatnonzero(op_names == "send"))
+    op_codes = op.codes
+    op_names = np.asarray(op.labels, dtype=object)
+    is_p2p_ev = _label_mask(op, ("send", "recv"))
+    is_send = _label_mask(op, ("send",))
+    del op
     root = columns.pop("root", None)  # absent: no root anywhere (-1)
-    root_f = None if root is None else root.fillna(-1).to_numpy(dtype=np.int64)
+    root_f = None if root is None else _ints(root).filled(-1)
     del root
     kind_codes = np.where(is_p2p_ev, -2, op_codes)
-    dtype_codes, dtype_names = _text_codes(columns.pop("dtype"))
-    dtype_names = np.asarray(list(dtype_names) + [np.nan], dtype=object)  # code -1: missing
-    bytes_v = columns.pop("bytes").to_numpy(dtype=np.int64)
+    dtype = _texts(columns.pop("dtype"))
+    dtype_codes = dtype.codes
+    dtype_names = np.asarray(list(dtype.labels) + [np.nan], dtype=object)  # code -1: missing
+    del dtype
+    bytes_v = _ints(columns.pop("bytes")).values
     for field, values, shown, labels in (  # a value shown is labels[shown] (or shown)
         ("op", kind_codes, op_codes, op_names),
         ("bytes", bytes_v, bytes_v, None),
@@ -356,12 +417,9 @@ def build_program_from_columns(
     # measured fields: all members or none; the max over members where measured
     measured_top = {}
     for field in ("latency_ns", "overlap_ns"):
-        column = columns.pop(field)
-        present = column.notna().to_numpy(dtype=bool)
-        if pd.api.types.is_integer_dtype(column.dtype):  # nothing missing: exact int64
-            values, floor = column.to_numpy(dtype=np.int64), np.iinfo(np.int64).min
-        else:  # float64 with NaN, as pandas holds an integer column with gaps
-            values, floor = column.to_numpy(dtype=np.float64, na_value=np.nan), -np.inf
+        column = _ints(columns.pop(field))
+        values, floor = column.values, np.iinfo(np.int64).min
+        present = np.ones(len(values), dtype=bool) if column.present is None else column.present
         del column
         count = np.bincount(occs.occ_of[present], minlength=G) if G else np.zeros(0, np.int64)
         bad = np.flatnonzero((count > 0) & (count < size))
@@ -384,13 +442,9 @@ def build_program_from_columns(
     stream_first = _first_text(occs, columns.pop("stream", None))
 
     # clocks -> arrival on one timeline
-    issue = columns.pop("issue_ns")
+    issue = _ints(columns.pop("issue_ns")).values
     arrival_col = columns.pop("arrival_ns", None)
-    local = (
-        arrival_col.fillna(issue).astype(np.int64).to_numpy()
-        if arrival_col is not None
-        else issue.to_numpy(np.int64)
-    )
+    local = issue if arrival_col is None else _ints(arrival_col).filled(issue)
     del issue, arrival_col
     if clock_map is not None:
         mapped = SkewStatus(
@@ -405,9 +459,12 @@ def build_program_from_columns(
     skew_known, skew_reason = status.known, status.reason
     if not skew_known and clock_map is None:
         # arrivals stay on their own clocks: only differences inside one clock are used
-        clock_codes, _ = pd.factorize(
-            np.asarray([clocks[int(r)] for r in range(width)], dtype=object)[rank], sort=False
+        clock_index: dict[str, int] = {}
+        clock_of_rank = np.array(
+            [clock_index.setdefault(clocks[r], len(clock_index)) for r in range(width)],
+            dtype=np.int64,
         )
+        clock_codes = clock_of_rank[rank]
         origin = np.full(
             int(clock_codes.max()) + 1 if clock_codes.size else 0, np.iinfo(np.int64).max
         )
@@ -485,6 +542,16 @@ def build_program_from_columns(
         skew_ns = np.zeros(len(mem_order), dtype=np.int64)
         del mem_order
     del T
+    if not frames:
+        return _column_program(
+            occurrence_columns,
+            {"occ": member_occ, "rank": rank, "skew_ns": skew_ns},
+            world_size=world_size,
+            skew_known=skew_known,
+            skew_reason=skew_reason,
+            notes=tuple(notes),
+            skew_uncertainty_ns=int(status.uncertainty_ns or 0) if skew_known else 0,
+        )
     return make_program(
         occurrence_columns,
         {"occ": member_occ, "rank": rank, "skew_ns": skew_ns},
@@ -497,10 +564,27 @@ def build_program_from_columns(
     )
 
 
-def _member_ranks(column: pd.Series) -> np.ndarray:
+def _column_program(occurrences: dict, members: dict, **attributes) -> Program:
+    """``make_program`` of matching's columns as column arrays (``Program.from_columns``,
+    texts as ``TextColumn``): the same program, built without pandas."""
+    n = len(occurrences["op"])
+    columns = {"occ": np.arange(n, dtype=np.int64), "weight": np.ones(n, dtype=np.float64)}
+    columns.update(occurrences)
+    for name, kind in OCCURRENCE_COLUMNS.items():
+        if kind == "str":
+            index: dict[str, int] = {}
+            codes = [index.setdefault(text, len(index)) for text in columns[name].tolist()]
+            columns[name] = TextColumn(np.array(codes, dtype=np.int64).reshape(n), tuple(index))
+    if n > MEMBER_INDEX_LIMIT:  # as make_program refuses it
+        raise MergeError(f"{n} occurrences: more than a program holds", field="occ")
+    ordered = {name: columns[name] for name in OCCURRENCE_COLUMNS}
+    return Program.from_columns(ordered, members, **attributes)
+
+
+def _member_ranks(column: pd.Series | IntColumn) -> np.ndarray:
     """The rank column as the members' rank dtype (int32: the caller's array when it is
     one already); refuses (MergeError naming ``rank``) a rank that does not fit."""
-    ranks = column.to_numpy()
+    ranks = column.values if isinstance(column, IntColumn) else column.to_numpy()
     if ranks.dtype == MEMBER_COLUMNS["rank"]:
         return ranks
     lo, hi = (int(ranks.min()), int(ranks.max())) if ranks.size else (0, 0)
@@ -514,16 +598,6 @@ def _member_ranks(column: pd.Series) -> np.ndarray:
     return ranks.astype(MEMBER_COLUMNS["rank"])
 
 
-def _text_codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
-    """(code per row, value per code) of a text column, -1 where missing: a categorical's
-    own codes (a byte or two per row), else codes in order of first appearance. The
-    codes are only compared for equality and looked up, so either numbering serves."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        return column.cat.codes.to_numpy(), column.cat.categories
-    codes, uniques = pd.factorize(column, sort=False)
-    return codes, pd.Index(uniques)
-
-
 def _occurrence_key(
     names: np.ndarray, code_first: np.ndarray, inst_first: np.ndarray, g: int
 ) -> tuple[str, int]:
@@ -531,17 +605,18 @@ def _occurrence_key(
     return str(names[code_first[g]]), int(inst_first[g])
 
 
-def _first_text(occs: _Occurrences, values: pd.Series | None) -> np.ndarray:
+def _first_text(occs: _Occurrences, values: pd.Series | CodedText | None) -> np.ndarray:
     """Per occurrence: its first non-missing value of ``values`` (as groupby ``first``
     skips NA), or "" (everywhere when the column is absent). Taken through the
     column's codes: the result shares one ``str`` object per distinct value instead of
     creating one per occurrence."""
     out = np.full(occs.count, "", dtype=object)
     if values is not None:
-        codes, labels = _text_codes(values)
+        text = _texts(values)
+        codes = text.codes
         first = occs.first_valid(codes >= 0)
         found = first >= 0
-        labels = np.asarray([str(v) for v in labels], dtype=object)
+        labels = np.asarray(text.labels, dtype=object)
         out[found] = labels[codes[first[found]]]
     return out
 

@@ -45,10 +45,17 @@ import pyarrow as pa
 from tracecanary.canonical import atomic_output, sha256_file, write_json
 from tracecanary.columnar_capture import write_columnar
 from tracecanary.errors import ImportRefused, InputError, TraceCanaryError
+from tracecanary.event_checks import TraceState
 from tracecanary.formats.ids import RANK_BLOCK_FORMAT
 from tracecanary.formats.schemas import validate
-from tracecanary.formats.trace import EVENT_SCHEMA, clock_of_ranks, expand_groups, validate_header
-from tracecanary.ingest import _check_batch, _merge_headers, _open_source, _TraceState
+from tracecanary.formats.trace import (
+    EVENT_SCHEMA,
+    clock_of_ranks,
+    expand_groups,
+    merge_headers,
+    validate_header,
+)
+from tracecanary.ingest import _check_batch, _open_source
 from tracecanary.kineto.crossrank import needs_resolution
 from tracecanary.limits import current_limits, load_json
 from tracecanary.merge import merge_captures
@@ -103,7 +110,7 @@ def write_capture_set_header(captures: list[str], output: str | os.PathLike) -> 
         source = _open_source(str(path), limits, hash_input=False)
         source.close()
         headers.append((str(path), source.header))
-    header = _merge_headers(headers)
+    header = merge_headers(headers)
     expand_groups(header, file=str(captures[0]))  # the checks ingest runs on the set
     clock_of_ranks(header, file=str(captures[0]))
     write_trace({**header, "events": []}, output)
@@ -114,7 +121,7 @@ def _check_capture(path: str, set_header: dict, first_capture: str) -> tuple[dic
     """(header, events, SHA-256) of one capture, its events checked as ingest checks them
     unless it hands merge groups or dtypes to settle (``kineto.crossrank``)."""
     limits = current_limits()
-    state = _TraceState(
+    state = TraceState(
         groups=expand_groups(set_header, file=first_capture),
         clocks=clock_of_ranks(set_header, file=first_capture),
         world_size=set_header["meta"]["world_size"],

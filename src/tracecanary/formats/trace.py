@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-
 from tracecanary.errors import SchemaError
 from tracecanary.formats.ids import TRACE_FORMAT
 from tracecanary.formats.schemas import validate
@@ -35,33 +33,51 @@ INT_FIELDS = (
 STR_FIELDS = ("op", "dtype", "group", "phase", "stream")
 TIME_FIELDS = ("ts_ns", "gap_ns", "latency_ns", "overlap_ns", "arrival_ns")
 
-# Arrow schema of events as read (file order, all optional fields nullable).
-EVENT_SCHEMA = pa.schema(
-    [
-        ("rank", pa.int64()),
-        ("seq", pa.int64()),
-        ("op", pa.string()),
-        ("bytes", pa.int64()),
-        ("dtype", pa.string()),
-        ("group", pa.string()),
-        ("root", pa.int64()),
-        ("peer", pa.int64()),
-        ("phase", pa.string()),
-        ("stream", pa.string()),
-        ("ts_ns", pa.int64()),
-        ("gap_ns", pa.int64()),
-        ("latency_ns", pa.int64()),
-        ("overlap_ns", pa.int64()),
-        ("arrival_ns", pa.int64()),
-        ("instance", pa.int64()),
-    ]
+# Events as read (file order; every optional field nullable): each field's name and
+# Arrow type name, in column order. ``EVENT_SCHEMA`` and ``NORMALIZED_SCHEMA`` are built
+# from this on first use (module ``__getattr__``): reading a trace's fields needs no pyarrow.
+EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("rank", "int64"),
+    ("seq", "int64"),
+    ("op", "string"),
+    ("bytes", "int64"),
+    ("dtype", "string"),
+    ("group", "string"),
+    ("root", "int64"),
+    ("peer", "int64"),
+    ("phase", "string"),
+    ("stream", "string"),
+    ("ts_ns", "int64"),
+    ("gap_ns", "int64"),
+    ("latency_ns", "int64"),
+    ("overlap_ns", "int64"),
+    ("arrival_ns", "int64"),
+    ("instance", "int64"),
 )
-EVENT_FIELDS = tuple(EVENT_SCHEMA.names)
-
+EVENT_FIELDS = tuple(name for name, _ in EVENT_COLUMNS)
+assert {n for n, t in EVENT_COLUMNS if t == "int64"} == set(INT_FIELDS)
+assert {n for n, t in EVENT_COLUMNS if t == "string"} == set(STR_FIELDS)
 # Normalized table = events + the derived issue time and clock domain of the rank.
-NORMALIZED_SCHEMA = EVENT_SCHEMA.append(pa.field("issue_ns", pa.int64(), nullable=False)).append(
-    pa.field("clock", pa.string(), nullable=False)
-)
+NORMALIZED_EXTRA_COLUMNS: tuple[tuple[str, str], ...] = (("issue_ns", "int64"), ("clock", "string"))
+
+_SCHEMAS: dict[str, Any] = {}
+
+
+def __getattr__(name: str):
+    """``EVENT_SCHEMA`` (Arrow schema of ``EVENT_COLUMNS``, all nullable) and
+    ``NORMALIZED_SCHEMA`` (that plus ``NORMALIZED_EXTRA_COLUMNS``, not nullable), built
+    once on first use."""
+    if name not in ("EVENT_SCHEMA", "NORMALIZED_SCHEMA"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not _SCHEMAS:
+        import pyarrow as pa
+
+        events = pa.schema([(n, getattr(pa, t)()) for n, t in EVENT_COLUMNS])
+        normalized = events
+        for n, t in NORMALIZED_EXTRA_COLUMNS:
+            normalized = normalized.append(pa.field(n, getattr(pa, t)(), nullable=False))
+        _SCHEMAS.update(EVENT_SCHEMA=events, NORMALIZED_SCHEMA=normalized)
+    return _SCHEMAS[name]
 
 
 def check_event_dict(event: Any, *, file: str, record: int) -> None:
@@ -106,6 +122,54 @@ def check_event_dict(event: Any, *, file: str, record: int) -> None:
             record=record,
             field="op",
         )
+
+
+def merge_headers(headers: list[tuple[str, dict]]) -> dict:
+    """One header for a trace split over files ((path, header) each, in order): the same
+    world size, each group and clock domain declared alike wherever declared (a clock
+    domain's ranks joined across the processes of its host), notes and sources joined;
+    refuses (SchemaError naming the file and field) a disagreement."""
+    first_path, first = headers[0]
+    world = first["meta"]["world_size"]
+    groups = {g["id"]: g for g in first["groups"]}
+    domains = {d["id"]: d for d in first["meta"].get("clock_domains", [])}
+    notes = list(first["meta"].get("notes", []))
+    sources = [first["meta"]["source"]]
+    for path, header in headers[1:]:
+        if header["meta"]["world_size"] != world:
+            raise SchemaError(
+                f"world_size {header['meta']['world_size']} differs from {world} in {first_path}",
+                file=path,
+                field="meta/world_size",
+            )
+        for g in header["groups"]:
+            if g["id"] in groups and groups[g["id"]] != g:
+                raise SchemaError(
+                    f"group {g['id']!r} is declared differently in {first_path}",
+                    file=path,
+                    field="groups",
+                )
+            groups.setdefault(g["id"], g)
+        for d in header["meta"].get("clock_domains", []):
+            known = domains.get(d["id"])
+            if known is None:
+                domains[d["id"]] = d
+            elif known.get("host") != d.get("host"):
+                raise SchemaError(
+                    f"clock domain {d['id']!r} names host {d.get('host')!r}, but {known.get('host')!r} in {first_path}",
+                    file=path,
+                    field="meta/clock_domains",
+                )
+            else:  # one host's clock, declared by each of its processes
+                domains[d["id"]] = {**known, "ranks": sorted(set(known["ranks"]) | set(d["ranks"]))}
+        notes += [n for n in header["meta"].get("notes", []) if n not in notes]
+        sources.append(header["meta"]["source"])
+    meta = dict(first["meta"])
+    meta["notes"] = notes
+    meta["source"] = "; ".join(dict.fromkeys(sources))
+    if domains:
+        meta["clock_domains"] = [domains[k] for k in domains]
+    return {"format": first["format"], "meta": meta, "groups": [groups[k] for k in groups]}
 
 
 def check_header_limits(header: dict, limits: Limits, *, file: str) -> None:
