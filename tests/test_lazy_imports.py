@@ -1,6 +1,7 @@
 """A command imports what its own path needs and nothing else: ``tracecanary STAGE``
 imports that stage's command module alone (the top-level help still lists every stage),
-a canary is replayed without pandas, Arrow, Parquet, ingest, matching or jsonschema, a gate
+a canary is replayed without pandas, Arrow, Parquet, ingest, matching or jsonschema, a
+small JSON trace is compiled and verified without pandas, Arrow or Parquet, a gate
 over two JSON reports needs neither pandas, Arrow nor jsonschema, and progress bars cost no import when nothing is drawn. Behaviour checks on ``sys.modules`` of a real run in a
 fresh process, not timings (bench/bench_small.py measures those)."""
 
@@ -40,6 +41,19 @@ NOT_FOR_A_CANARY_REPLAY = (
     "jsonschema",  # valid documents are accepted by formats.schema_subset
     "referencing",
     "numpy.ma",  # np.unique imports it (17 ms); TextColumn.factorized counts codes instead
+)
+
+# a JSON trace of a few collectives is read as numpy columns (trace_columns) and matched,
+# compiled and verified on column arrays: the Arrow and pandas imports (about 0.5 s and
+# 100 MB) are paid only by a large trace or a normalized table
+NOT_FOR_A_SMALL_TRACE = (
+    "pandas",
+    "pyarrow",
+    "pyarrow.parquet",
+    "tracecanary.ingest",
+    "tracecanary.parquet_io",
+    "jsonschema",
+    "numpy.ma",
 )
 
 
@@ -107,6 +121,8 @@ def test_lossless_compile_of_a_small_trace_imports_its_own_command_alone(tmp_pat
     assert command_modules(modules) == {"tracecanary.commands.compile"}
     assert "tqdm" not in modules
     assert not {m for m in modules if m.startswith("tracecanary.sim")}
+    assert not modules & set(NOT_FOR_A_SMALL_TRACE), sorted(modules & set(NOT_FOR_A_SMALL_TRACE))
+    assert "yaml" not in modules  # a lossless compile reads no configuration
 
 
 def test_verify_behavior_of_a_small_trace_imports_its_own_command_alone(tmp_path, small_inputs):
@@ -123,6 +139,7 @@ def test_verify_behavior_of_a_small_trace_imports_its_own_command_alone(tmp_path
     )
     assert command_modules(modules) == {"tracecanary.commands.verify_behavior"}
     assert "tqdm" not in modules
+    assert not modules & set(NOT_FOR_A_SMALL_TRACE), sorted(modules & set(NOT_FOR_A_SMALL_TRACE))
 
 
 def test_compare_of_two_replay_reports_imports_neither_pandas_nor_pyarrow(tmp_path, small_inputs):

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -153,7 +152,15 @@ def replacing_directories(allowed: bool) -> Iterator[None]:
 
 
 def _host_tag() -> str:
-    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+    """A short tag of this host's name (``socket.gethostname()``: the kernel's node name,
+    read without importing socket, 4 ms of a small command's start)."""
+    if hasattr(os, "uname"):
+        host = os.uname().nodename
+    else:  # pragma: no cover - not POSIX
+        import socket
+
+        host = socket.gethostname()
+    return hashlib.sha256(host.encode("utf-8", "replace")).hexdigest()[:8]
 
 
 def _temporary_prefix(target: Path) -> str:

@@ -22,6 +22,7 @@ anything is built (a "billion laughs" document is exit 2 in milliseconds).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import io
 import itertools
@@ -31,11 +32,12 @@ import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
-
-import yaml
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from tracecanary.errors import InputError, ResourceLimitExceeded, not_a_file_reason
+
+if TYPE_CHECKING:  # PyYAML is imported where YAML is read
+    import yaml
 
 READ_CHUNK_BYTES = 1 << 20
 
@@ -440,61 +442,71 @@ def load_json(path: str | os.PathLike, limits: Limits | None = None) -> Any:
     return parse_json_bytes(read_input(path, limits), file=str(path), limits=limits)
 
 
-class _BoundedYamlLoader(yaml.SafeLoader):
-    """SafeLoader under the resource policy: refuses more than ``max_yaml_aliases`` alias
-    references, nesting deeper than ``max_depth`` (while composing, before any
-    recursion), more than ``max_yaml_nodes`` nodes once aliases are expanded (a
-    "billion laughs" document is a few KB whose expansion is exponential), recursive
-    aliases, and a key repeated within one mapping. SafeLoader already refuses every
-    tag that would construct a Python object."""
+@functools.cache
+def _bounded_yaml_loader() -> type:
+    """The YAML loader class of the policy (PyYAML imported on first use: a command that
+    reads no YAML does not pay for it)."""
+    import yaml
 
-    def __init__(self, stream: str, limits: Limits, file: str) -> None:
-        super().__init__(stream)
-        self.limits, self.file = limits, file
-        self.aliases = 0
-        self.depth = 0
+    class _BoundedYamlLoader(yaml.SafeLoader):
+        """SafeLoader under the resource policy: refuses more than ``max_yaml_aliases`` alias
+        references, nesting deeper than ``max_depth`` (while composing, before any
+        recursion), more than ``max_yaml_nodes`` nodes once aliases are expanded (a
+        "billion laughs" document is a few KB whose expansion is exponential), recursive
+        aliases, and a key repeated within one mapping. SafeLoader already refuses every
+        tag that would construct a Python object."""
 
-    def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
-        if self.check_event(yaml.AliasEvent):
-            self.aliases += 1
-            self.limits.check(
-                "max_yaml_aliases", self.aliases, what="YAML alias references", file=self.file
-            )
-        self.depth += 1
-        try:
-            if self.depth > self.limits.max_depth:
-                raise ResourceLimitExceeded(
-                    f"YAML nesting deeper than max_depth={self.limits.max_depth}",
-                    file=self.file,
+        def __init__(self, stream: str, limits: Limits, file: str) -> None:
+            super().__init__(stream)
+            self.limits, self.file = limits, file
+            self.aliases = 0
+            self.depth = 0
+
+        def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                self.limits.check(
+                    "max_yaml_aliases", self.aliases, what="YAML alias references", file=self.file
                 )
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
-
-    def construct_mapping(self, node, deep=False):  # noqa: ANN001 - PyYAML's signature
-        if isinstance(node, yaml.MappingNode):
-            self.flatten_mapping(node)
-            seen: set = set()
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=deep)
-                try:
-                    repeated = key in seen
-                except TypeError:  # an unhashable key: SafeLoader refuses it below
-                    continue
-                if repeated:
-                    raise InputError(
-                        f"duplicate key {key!r} (line {key_node.start_mark.line + 1})",
+            self.depth += 1
+            try:
+                if self.depth > self.limits.max_depth:
+                    raise ResourceLimitExceeded(
+                        f"YAML nesting deeper than max_depth={self.limits.max_depth}",
                         file=self.file,
-                        field=str(key)[:200],
                     )
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+        def construct_mapping(self, node, deep=False):  # noqa: ANN001 - PyYAML's signature
+            if isinstance(node, yaml.MappingNode):
+                self.flatten_mapping(node)
+                seen: set = set()
+                for key_node, _ in node.value:
+                    key = self.construct_object(key_node, deep=deep)
+                    try:
+                        repeated = key in seen
+                    except TypeError:  # an unhashable key: SafeLoader refuses it below
+                        continue
+                    if repeated:
+                        raise InputError(
+                            f"duplicate key {key!r} (line {key_node.start_mark.line + 1})",
+                            file=self.file,
+                            field=str(key)[:200],
+                        )
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return _BoundedYamlLoader
 
 
 def _expanded_nodes(root: yaml.Node, limits: Limits, file: str) -> int:
     """Nodes of ``root`` with every alias expanded (each distinct node sized once, so
     this is linear in the composed graph); refuses a recursive alias and a total over
     ``max_yaml_nodes`` as soon as it is reached."""
+    import yaml
+
     sizes: dict[int, int] = {}
     in_progress: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
@@ -531,12 +543,14 @@ def _expanded_nodes(root: yaml.Node, limits: Limits, file: str) -> int:
 
 
 def parse_yaml_text(text: str, *, file: str, limits: Limits | None = None) -> Any:
-    """Parse one YAML text under the policy (see ``_BoundedYamlLoader``); every refusal
+    """Parse one YAML text under the policy (see ``_bounded_yaml_loader``); every refusal
     is exit 2 naming ``file`` and, for a syntax error, the line."""
+    import yaml
+
     limits = limits or current_limits()
     loader = None
     try:
-        loader = _BoundedYamlLoader(text, limits, file)  # the reader refuses control bytes
+        loader = _bounded_yaml_loader()(text, limits, file)  # the reader refuses control bytes
         root = loader.get_single_node()
         if root is None:
             return None

@@ -91,6 +91,15 @@ def _instance_keys(
     return code, names, instance
 
 
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, ascending (``np.unique`` without the numpy.ma import it
+    brings: 8 ms of a small trace's load)."""
+    ordered = np.sort(values)
+    keep = np.ones(ordered.size, dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
 def _all_present(column: IntColumn) -> bool:
     return column.present is None or bool(column.present.all())
 
@@ -307,7 +316,7 @@ def build_program_from_columns(
     code_first = code[first_row] if G else np.zeros(0, dtype=np.int64)
     inst_first = instance[first_row] if G else np.zeros(0, dtype=np.int64)
     del code, instance
-    seen = set(np.unique(rank).tolist())
+    seen = set(_distinct(rank).tolist())
     names_arr = np.asarray(names, dtype=object)
 
     # duplicate contributions: the first row (file order) of any duplicated (occ, rank)
