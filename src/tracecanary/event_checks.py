@@ -33,6 +33,8 @@ _IS_P2P = np.array([name in P2P_OPS for name in OPS] + [False])
 _IS_ROOTED = np.array([name in ROOTED_OPS for name in OPS] + [False])
 assert all(OP_RE.fullmatch(name) for name in OPS)
 
+CHECKED_TEXT_FIELDS = ("op", "dtype", "group")  # the text fields the checks read
+assert set(CHECKED_TEXT_FIELDS) <= set(STR_FIELDS)
 _NON_NEGATIVE_FIELDS = INT_FIELDS  # every integer field of an event is >= 0
 _LIMITED_FIELDS = (("bytes", "max_message_bytes"),) + tuple((t, "max_time_ns") for t in TIME_FIELDS)
 assert all(name in _NON_NEGATIVE_FIELDS for name, _ in _LIMITED_FIELDS)
@@ -44,8 +46,9 @@ class EventColumns:
 
     ``ints[name]`` (every ``INT_FIELDS`` name): int64, 0 where the event lacks the field;
     ``present[name]``: bool per event, or None when every event has the field.
-    ``texts[name]`` (every ``STR_FIELDS`` name): (codes, labels), codes int64 with -1
-    where the event lacks the field, labels the distinct texts (code i is labels[i])."""
+    ``texts[name]`` (at least every ``CHECKED_TEXT_FIELDS`` name; ``from_dicts`` gives
+    every ``STR_FIELDS`` name): (codes, labels), integer codes with -1 where the event
+    lacks the field, labels the distinct texts (code i is labels[i])."""
 
     n: int
     ints: dict[str, np.ndarray]

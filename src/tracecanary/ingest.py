@@ -52,7 +52,12 @@ import pyarrow.parquet as pq
 from tracecanary.canonical import atomic_output, sha256_file, write_json
 from tracecanary.columnar_capture import is_columnar, open_columnar
 from tracecanary.errors import InputError, SchemaError
-from tracecanary.event_checks import EventColumns, TraceState, check_events
+from tracecanary.event_checks import (
+    CHECKED_TEXT_FIELDS,
+    EventColumns,
+    TraceState,
+    check_events,
+)
 from tracecanary.formats.ids import NORMALIZED_FORMAT
 from tracecanary.formats.jsonl_template import parse_chunk
 from tracecanary.formats.trace import (
@@ -60,7 +65,6 @@ from tracecanary.formats.trace import (
     EVENT_SCHEMA,
     INT_FIELDS,
     NORMALIZED_SCHEMA,
-    STR_FIELDS,
     check_event_dict,
     check_header_limits,
     clock_of_ranks,
@@ -328,8 +332,8 @@ def _jsonl_batches(path: str, stream) -> Iterator[tuple[int, pa.RecordBatch]]:
 
 
 def _event_columns(batch: pa.RecordBatch) -> EventColumns:
-    """``batch`` as the numpy columns the checks read (text dictionary-encoded: a code
-    per event into its batch's distinct texts)."""
+    """``batch`` as the numpy columns the checks read (the checked text fields
+    dictionary-encoded: a code per event into its batch's distinct texts)."""
     ints, present, texts = {}, {}, {}
     for name in INT_FIELDS:
         column = batch.column(name)
@@ -338,7 +342,7 @@ def _event_columns(batch: pa.RecordBatch) -> EventColumns:
             present[name] = np.asarray(column.is_valid())
         else:
             ints[name], present[name] = np.asarray(column), None
-    for name in STR_FIELDS:
+    for name in CHECKED_TEXT_FIELDS:
         encoded = batch.column(name).dictionary_encode()
         codes = encoded.indices
         codes = np.asarray(codes.fill_null(-1) if codes.null_count else codes, dtype=np.int64)
