@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tracecanary.clocks.status import SkewStatus
+from tracecanary.compile.factorize import factorize, first_rows
 from tracecanary.errors import InputError
 
 if TYPE_CHECKING:  # imported where a table is built: a canary's replay needs no pandas
@@ -316,11 +317,10 @@ class Program:
         code i means text i. ``sort``: the texts ascending (as ``pd.factorize(...,
         sort=True)``); else in order of first appearance (as ``pd.factorize(...,
         sort=False, use_na_sentinel=False)``)."""
-        if isinstance(self._occ, dict) and isinstance(self._occ[name], TextColumn):
-            return self._occ[name].factorized(sort=sort)
-        values = self.column(name)
         if isinstance(self._occ, dict):
-            return _factorize_objects(values, sort=sort)
+            if isinstance(self._occ[name], TextColumn):
+                return self._occ[name].factorized(sort=sort)
+            return _factorize_objects(self.column(name), sort=sort)
         import pandas as pd
 
         codes, uniques = pd.factorize(self._occ[name], sort=sort, use_na_sentinel=False)
@@ -343,31 +343,92 @@ class Program:
         """Issue time of every occurrence relative to the first (cumulative gaps)."""
         return np.cumsum(self.column("gap_ns", np.int64))
 
-    def signature_ids(self) -> tuple[np.ndarray, pd.DataFrame]:
-        """(id per occurrence, table of distinct signatures in first-seen order).
+    def signature_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(signature id per occurrence, the first occurrence of each signature).
 
         Ids number the distinct (op, bytes, dtype, group, root, phase, stream) tuples
-        0..k-1 in order of first appearance; table row i is signature i (the columns'
-        own dtypes). Computed from per-column codes combined pairwise into one int64 key
-        (each step a bijection of the tuples so far), not from a MultiIndex of rows."""
+        0..k-1 in order of first appearance (int64); ``first[i]`` (int64, increasing)
+        is the row where signature i first appears. Computed by pandas when the
+        program holds DataFrames, else from the columns' codes without pandas (below
+        ``compile.factorize.PANDAS_MIN_ROWS`` occurrences); both give the same ids."""
+        if isinstance(self._occ, dict):
+            ids = self._signature_codes_from_columns()
+        else:
+            ids = self._signature_codes_from_frame()
+        return ids, first_rows(ids)
+
+    def _signature_codes_from_frame(self) -> np.ndarray:
+        """Signature ids by ``pd.factorize``: per-column codes combined pairwise into one
+        int64 key (each step a bijection of the tuples so far), not from a MultiIndex of
+        rows."""
         import pandas as pd
 
-        keys = self.occurrences[list(SIGNATURE_COLUMNS)]
-        n = len(keys)
+        n = len(self._occ)
         combined = np.zeros(n, dtype=np.int64)
         for name in SIGNATURE_COLUMNS:
-            codes, uniques = pd.factorize(keys[name], sort=False, use_na_sentinel=False)
+            codes, uniques = pd.factorize(self._occ[name], sort=False, use_na_sentinel=False)
             # combined < n and codes < len(uniques) <= n: the key stays below n^2
             combined, _ = pd.factorize(combined * len(uniques) + codes.astype(np.int64), sort=False)
             combined = combined.astype(np.int64)
-        if n == 0:
-            return np.zeros(0, dtype=np.int64), keys.iloc[:0].reset_index(drop=True)
-        # ids appear in order 0, 1, 2, ...: a row is a first appearance where the running
-        # maximum grows
-        running = np.maximum.accumulate(combined)
-        new = np.ones(n, dtype=bool)
-        new[1:] = running[1:] > running[:-1]
-        return combined, keys.iloc[np.flatnonzero(new)].reset_index(drop=True)
+        return combined
+
+    def _signature_codes_from_columns(self) -> np.ndarray:
+        """Signature ids from the held columns: text by its codes (``factorized``), the
+        others by ``compile.factorize``, mixed into one int64 key (re-numbered densely
+        before it could pass 2**62), whose first-appearance codes are the ids."""
+        key = np.zeros(self.n, dtype=np.int64)
+        bound = 1  # every key value is below this
+        for name in SIGNATURE_COLUMNS:
+            if OCCURRENCE_COLUMNS[name] == "str":
+                codes, uniques = self.factorized(name, sort=False)
+            else:
+                codes, uniques = factorize(self.column(name))
+            if bound * max(len(uniques), 1) > 1 << 62:
+                key, distinct = factorize(key)
+                bound = len(distinct)
+            key = key * len(uniques) + codes
+            bound *= max(len(uniques), 1)
+        return factorize(key)[0]
+
+    def signatures(self) -> tuple[np.ndarray, list[dict]]:
+        """(signature id per occurrence, the signatures in id order): as
+        ``signature_rows``, each signature a dict of ``SIGNATURE_COLUMNS`` in that order
+        (text as str, ``bytes`` and ``root`` as int). Needs no pandas when the program
+        holds columns."""
+        ids, first = self.signature_rows()
+        values = [self._values_at(name, first) for name in SIGNATURE_COLUMNS]
+        convert = [str if OCCURRENCE_COLUMNS[name] == "str" else int for name in SIGNATURE_COLUMNS]
+        table = [
+            {name: f(v) for name, f, v in zip(SIGNATURE_COLUMNS, convert, row, strict=True)}
+            for row in zip(*values, strict=True)
+        ]
+        return ids, table
+
+    def _values_at(self, name: str, rows: np.ndarray) -> list:
+        """The occurrence column ``name`` at ``rows`` as a list of Python values."""
+        if isinstance(self._occ, dict):
+            value = self._occ[name]
+            if isinstance(value, TextColumn):
+                return [value.literals[c] for c in value.codes[rows].tolist()]
+            return value[rows].tolist()
+        return self._occ[name].iloc[rows].tolist()
+
+    def signature_ids(self) -> tuple[np.ndarray, pd.DataFrame]:
+        """(id per occurrence, table of distinct signatures in first-seen order), as
+        ``signature_rows``; table row i is signature i (``SIGNATURE_COLUMNS``, the
+        columns' own dtypes, index 0..k-1). Builds a DataFrame (imports pandas):
+        ``signature_rows`` and ``signatures`` give the same without one."""
+        ids, first = self.signature_rows()
+        if isinstance(self._occ, dict):
+            held = {name: self._occ[name] for name in SIGNATURE_COLUMNS}
+            return ids, _occurrence_frame(
+                {
+                    name: value.take(first) if isinstance(value, TextColumn) else value[first]
+                    for name, value in held.items()
+                }
+            )
+        keys = self._occ[list(SIGNATURE_COLUMNS)]
+        return ids, keys.iloc[first].reset_index(drop=True)
 
 
 def _read_only(values: np.ndarray, dtype) -> np.ndarray:
@@ -519,7 +580,7 @@ def _member_column(name: str, values, dtype: str, *, limit: int) -> np.ndarray:
 
 
 def make_program(
-    occurrences: dict[str, np.ndarray | list],
+    occurrences: dict[str, np.ndarray | list | TextColumn],
     members: dict[str, np.ndarray | list],
     *,
     world_size: int,
@@ -528,17 +589,20 @@ def make_program(
     notes: tuple[str, ...] = (),
     skew_uncertainty_ns: int = 0,
     take_columns: bool = False,
+    columns: bool = False,
 ) -> Program:
     """Build a Program from column arrays, filling optional columns with their defaults
     (weight 1.0, tail False, has_* False with value 0, root -1, phase/stream "").
+    A text column is a sequence of str or a ``TextColumn``.
     ``take_columns``: the caller hands its arrays over (it keeps no reference that it
     changes later), so the tables use them instead of copying them, and the two dicts
     are emptied as their columns are taken (peak memory: a text column's object array
-    is dropped once its str array is made)."""
-    import pandas as pd
-
+    is dropped once its str array is made).
+    ``columns``: the Program holds column arrays (``Program.from_columns``: text as
+    ``TextColumn`` or object arrays; no pandas imported) instead of DataFrames; the
+    DataFrames it builds when asked for are those made without ``columns``."""
     n = len(occurrences["op"])
-    cols: dict[str, np.ndarray] = {}
+    cols: dict[str, np.ndarray | TextColumn] = {}
     defaults = {  # built only for a column not given
         "occ": lambda: np.arange(n, dtype=np.int64),
         "root": lambda: np.full(n, -1, dtype=np.int64),
@@ -557,13 +621,42 @@ def make_program(
             if name not in defaults:
                 raise ValueError(f"make_program needs column {name!r}")
             value = defaults[name]()
-        cols[name] = np.asarray(value, dtype=object if dtype == "str" else dtype)
+        elif columns and not take_columns:  # a copy: the caller may change its arrays
+            value = (
+                TextColumn(np.array(value.codes), value.literals)
+                if isinstance(value, TextColumn)
+                else np.array(value, dtype=object if dtype == "str" else dtype)
+            )
+        if isinstance(value, TextColumn):
+            cols[name] = value if columns else value.values()
+        else:
+            cols[name] = np.asarray(value, dtype=object if dtype == "str" else dtype)
     mcols = {
         name: _member_column(
             name, members.pop(name) if take_columns else members[name], dtype, limit=n
         )
         for name, dtype in MEMBER_COLUMNS.items()
     }
+    attributes = {
+        "world_size": world_size,
+        "skew_known": skew_known,
+        "skew_reason": skew_reason,
+        "notes": tuple(notes),
+        "skew_uncertainty_ns": int(skew_uncertainty_ns) if skew_known else 0,
+    }
+    if columns:
+        if not take_columns:  # an int32 column that needed no conversion is the caller's
+            mcols = {name: np.array(value) for name, value in mcols.items()}
+        program = Program.from_columns(cols, mcols, **attributes)
+        if not all(
+            isinstance(value, TextColumn) or all(type(v) is str for v in value.tolist())
+            for name, value in cols.items()
+            if OCCURRENCE_COLUMNS[name] == "str"
+        ):
+            program.occurrences  # noqa: B018 (built now: readers see the DataFrame's text)
+        return program
+    import pandas as pd
+
     return Program(
         occurrences=pd.DataFrame(
             {  # each object array dropped once its str array is made
@@ -573,9 +666,5 @@ def make_program(
             copy=not take_columns,
         ),
         members=pd.DataFrame(mcols, copy=not take_columns),
-        world_size=world_size,
-        skew_known=skew_known,
-        skew_reason=skew_reason,
-        notes=tuple(notes),
-        skew_uncertainty_ns=int(skew_uncertainty_ns) if skew_known else 0,
+        **attributes,
     )

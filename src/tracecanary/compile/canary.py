@@ -39,7 +39,7 @@ from tracecanary.compile.structure import (
 from tracecanary.errors import ClaimFailed, InputError
 from tracecanary.formats.ids import CANARY_FORMAT
 from tracecanary.memory import release_freed_memory
-from tracecanary.program import Program
+from tracecanary.program import MEMBER_COLUMNS, Program, TextColumn
 from tracecanary.verify.claims import (
     NOT_YET_VERIFIED,
     compile_claim,
@@ -55,10 +55,9 @@ def validate_source(program: Program) -> None:
     n = program.n
     if n == 0:
         raise InputError("program has no occurrences: nothing to compile", field="occurrences")
-    occ = program.occurrences
-    if not np.array_equal(occ["occ"].to_numpy(dtype=np.int64), np.arange(n)):
+    if not np.array_equal(program.column("occ", np.int64), np.arange(n)):
         raise InputError("occurrences are not numbered 0..n-1 in order", field="occ")
-    w = occ["weight"].to_numpy(dtype=np.float64)
+    w = program.column("weight", np.float64)
     if (w != 1.0).any():
         i = int(np.flatnonzero(w != 1.0)[0])
         raise InputError(
@@ -68,19 +67,18 @@ def validate_source(program: Program) -> None:
         )
     checks = [("gap_ns", None), ("overlap_ns", "has_overlap"), ("latency_ns", "has_latency")]
     for col, mask_col in checks:
-        v = occ[col].to_numpy(dtype=np.int64)
-        m = np.ones(n, bool) if mask_col is None else occ[mask_col].to_numpy(dtype=bool)
+        v = program.column(col, np.int64)
+        m = np.ones(n, bool) if mask_col is None else program.column(mask_col, bool)
         bad = m & ((v < 0) | (v >= iv.MAX_VALUE))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise InputError(f"value {int(v[i])} out of range [0, 2^60)", record=i, field=col)
-    mem = program.members
-    mocc = mem["occ"].to_numpy()  # int32 views: only compared
+    mocc = program.member_column("occ")  # int32: only compared
     if len(mocc) and ((np.diff(mocc) < 0).any() or mocc[0] < 0 or mocc[-1] >= n):
         raise InputError(
             "members are not sorted by occurrence or refer outside the table", field="members"
         )
-    ranks = mem["rank"].to_numpy()
+    ranks = program.member_column("rank")
     if len(ranks) and (ranks.min() < 0 or ranks.max() >= program.world_size):
         i = int(np.flatnonzero((ranks < 0) | (ranks >= program.world_size))[0])
         raise InputError(
@@ -89,7 +87,7 @@ def validate_source(program: Program) -> None:
             field="rank",
         )
     if program.skew_known:
-        skew = mem["skew_ns"].to_numpy(dtype=np.int64)
+        skew = program.member_column("skew_ns", np.int64)
         bad = (skew < 0) | (skew >= iv.MAX_VALUE)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
@@ -99,9 +97,20 @@ def validate_source(program: Program) -> None:
 
 
 def prefix_program(program: Program, stop: int) -> Program:
-    """The first ``stop`` occurrences as a program of their own."""
+    """The first ``stop`` occurrences as a program of their own, held as ``program``
+    is (column arrays or DataFrames)."""
     if stop >= program.n:
         return program
+    if program.holds_columns:
+        columns = {name: program.raw_column(name) for name in program.column_names}
+        keep = program.member_column("occ") < stop
+        return program.replace(
+            occurrences={
+                name: value.take(slice(0, stop)) if isinstance(value, TextColumn) else value[:stop]
+                for name, value in columns.items()
+            },
+            members={name: program.member_column(name)[keep] for name in MEMBER_COLUMNS},
+        )
     occ = program.occurrences.iloc[:stop].reset_index(drop=True)
     mem = program.members[program.members["occ"].to_numpy() < stop].reset_index(drop=True)
     return Program(
@@ -230,7 +239,7 @@ def _compile(
         "source": {
             "digest": ser.digest(),
             "occurrences": int(total),
-            "member_events": int(len(program.members)),
+            "member_events": int(program.member_count),
             "world_size": int(program.world_size),
             "skew_known": bool(program.skew_known),
             "skew_reason": program.skew_reason,
@@ -252,7 +261,7 @@ def _compile(
         "groups": {g: ranks for g, ranks in sorted(groups.items())},
         "structure": {"occurrences": int(covered_n), "records": records},
         "timing": streams,
-        "flags": {"tail": timing._bool_records(covered.occurrences["tail"].to_numpy(dtype=bool))},
+        "flags": {"tail": timing._bool_records(covered.column("tail", bool))},
         "source_commitment": {
             "start": 0,
             "stop": int(covered_n),
@@ -260,7 +269,7 @@ def _compile(
         },
         "execution": None,
         "stats": {
-            "events_source": int(len(covered.members)),
+            "events_source": int(covered.member_count),
             "occurrences_source": int(covered_n),
             "bytes_source": int(ser.size_bytes(covered_n)),
         },
@@ -345,16 +354,15 @@ def _self_check(source: Program, doc: dict, budget: Budget, sig_ids: np.ndarray)
     masks and flags exact; timing exact (lossless) or within budget (bounded). Returns
     the largest issue-time drift (ns) that gap approximation causes."""
     d = decode_canary(doc, ranks=False)  # ranks compared a block at a time below
-    occ = source.occurrences
 
     def fail(what: str):
         raise ClaimFailed("canary does not decode to its source (internal error)", field=what)
 
     if not np.array_equal(d.sig_ids, sig_ids):
         fail("structure")
-    if not _same_ranks(d, source.members["rank"].to_numpy()):
+    if not _same_ranks(d, source.member_column("rank")):
         fail("groups")
-    if not np.array_equal(d.tail, occ["tail"].to_numpy(dtype=bool)):
+    if not np.array_equal(d.tail, source.column("tail", bool)):
         fail("flags.tail")
     lossless = doc["timing_mode"] == "lossless"
     for name, col, mask_col in (
@@ -366,12 +374,12 @@ def _self_check(source: Program, doc: dict, budget: Budget, sig_ids: np.ndarray)
         if name == "skew":
             if not source.skew_known:
                 continue
-            src = source.members["skew_ns"].to_numpy(dtype=np.int64)
+            src = source.member_column("skew_ns", np.int64)
         else:
-            src = occ[col].to_numpy(dtype=np.int64)
+            src = source.column(col, np.int64)
         got = d.values[name]
         if mask_col is not None:
-            measured = occ[mask_col].to_numpy(dtype=bool)
+            measured = source.column(mask_col, bool)
             if not np.array_equal(d.masks[name], measured):
                 fail(f"timing.{name}.measured")
             src = np.where(measured, src, 0)
@@ -385,7 +393,7 @@ def _self_check(source: Program, doc: dict, budget: Budget, sig_ids: np.ndarray)
             else budget.per_signature(name, len(doc["signatures"]))[sig_ids]
         )
         _raise_if_over(name, err, b)
-    gap = occ["gap_ns"].to_numpy(dtype=np.int64)
+    gap = source.column("gap_ns", np.int64)
     drift = np.cumsum(d.values["gap"]) - np.cumsum(gap)
     return int(np.abs(drift).max()) if len(drift) else 0
 
@@ -398,9 +406,7 @@ def _same_ranks(d, ranks: np.ndarray) -> bool:
     whole arrays), compared a block of members at a time."""
     if int(d.member_offsets[-1]) != len(ranks):
         return False
-    return all(
-        np.array_equal(block, ranks[m0 : m0 + block.size]) for m0, block in d.rank_blocks()
-    )
+    return all(np.array_equal(block, ranks[m0 : m0 + block.size]) for m0, block in d.rank_blocks())
 
 
 def _largest_member_error(src: np.ndarray, got: np.ndarray, offsets: np.ndarray) -> np.ndarray:

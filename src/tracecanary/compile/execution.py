@@ -92,11 +92,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pandas as pd
 
 from tracecanary.canonical import canonical_json_bytes
 from tracecanary.compile import timing
 from tracecanary.compile.expand import expand_canary
+from tracecanary.compile.factorize import group_medians
 from tracecanary.compile.reductions import (
     INLINE_KEYS,
     Reduction,
@@ -224,9 +224,9 @@ def _above_signature_median(
     out = np.zeros(len(values), dtype=bool)
     if not measured.any():
         return out
-    med = pd.Series(values[measured].astype(np.float64)).groupby(sig[measured]).median()
+    keys, medians = group_medians(sig[measured], values[measured].astype(np.float64))
     per_sig = np.full(int(sig.max()) + 1, np.inf)
-    per_sig[med.index.to_numpy(dtype=np.int64)] = med.to_numpy()
+    per_sig[keys.astype(np.int64)] = medians
     m = per_sig[sig]
     return measured & (m > 0) & (values >= factor * m)
 
@@ -236,30 +236,29 @@ def tail_occurrences(
 ) -> np.ndarray:
     """Tail flag per logical occurrence: the source flag, the latency rule, the
     timing-outlier rule (see the module doc)."""
-    occ = program.occurrences
-    tail = occ["tail"].to_numpy(dtype=bool).copy()
+    tail = program.column("tail", bool).copy()
     if program.n == 0 or (latency_factor is None and outlier_factor is None):
         return tail
-    sig, _ = program.signature_ids()
+    sig, _ = program.signature_rows()
     if latency_factor is not None:
         tail |= _above_signature_median(
             sig,
-            occ["latency_ns"].to_numpy(dtype=np.int64),
-            occ["has_latency"].to_numpy(dtype=bool),
+            program.column("latency_ns", np.int64),
+            program.column("has_latency", bool),
             latency_factor,
         )
     if outlier_factor is not None:
         every = np.ones(program.n, dtype=bool)
         tail |= _above_signature_median(
-            sig, occ["gap_ns"].to_numpy(dtype=np.int64), every, outlier_factor
+            sig, program.column("gap_ns", np.int64), every, outlier_factor
         )
         tail |= _above_signature_median(
             sig,
-            occ["overlap_ns"].to_numpy(dtype=np.int64),
-            occ["has_overlap"].to_numpy(dtype=bool),
+            program.column("overlap_ns", np.int64),
+            program.column("has_overlap", bool),
             outlier_factor,
         )
-        if program.skew_known and len(program.members):
+        if program.skew_known and program.member_count:
             tail |= _above_signature_median(
                 sig, largest_member_skew(program), every, outlier_factor
             )
@@ -270,11 +269,11 @@ def largest_member_skew(program) -> np.ndarray:
     """Per logical occurrence, the largest arrival skew of its members (int64 ns; all 0
     when the program's skew is unknown or it has no members)."""
     skew_max = np.zeros(program.n, dtype=np.int64)
-    if program.skew_known and len(program.members):
+    if program.skew_known and program.member_count:
         np.maximum.at(
             skew_max,
-            program.members["occ"].to_numpy(),  # int32 (a view): indices
-            program.members["skew_ns"].to_numpy(dtype=np.int64),
+            program.member_column("occ"),  # int32: indices
+            program.member_column("skew_ns", np.int64),
         )
     return skew_max
 
@@ -383,7 +382,7 @@ def plan_reductions(
                     if by_skew:
                         rep_skew = skew[pos : pos + length].reshape(reps, period).sum(axis=1)
                         rep_skew = rep_skew[steady]
-                    chosen = select_steady(steady, k, rep_skew)
+                    chosen = select_steady(steady, k, rep_skew)  # steady: none is whole
                     out.append(
                         Reduction(
                             path,
@@ -391,7 +390,7 @@ def plan_reductions(
                             pos,
                             period,
                             reps,
-                            np.union1d(chosen, np.flatnonzero(whole)),
+                            np.sort(np.concatenate((chosen, np.flatnonzero(whole)))),
                             np.flatnonzero(whole),
                             m / k,
                         )

@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
+from tracecanary.compile.factorize import factorize
 from tracecanary.compile.structure import encode_structure, record_length
-from tracecanary.program import SIGNATURE_COLUMNS, Program
+from tracecanary.program import OCCURRENCE_COLUMNS, SIGNATURE_COLUMNS, Program
 
 HIDDEN_FACTOR = 1.5  # another order repeats this much more: it names what hides the motif
 
@@ -47,8 +47,8 @@ def _encoded(ids: np.ndarray) -> tuple[int, int]:
     """(top-level records, occurrences in repeated records) of one signature order."""
     if len(ids) == 0:
         return 0, 0
-    codes, _ = pd.factorize(ids, sort=False)
-    records = encode_structure(codes.astype(np.int64))
+    codes, _ = factorize(ids)
+    records = encode_structure(codes)
     return len(records), repeated_occurrences(records)
 
 
@@ -95,15 +95,19 @@ class RepetitionProfile:
 
 def repetition_profile(program: Program) -> RepetitionProfile:
     """The program's ``RepetitionProfile`` (see the module docstring)."""
-    ids, _ = program.signature_ids()
-    occ = program.occurrences
-    without_stream = np.zeros(len(occ), dtype=np.int64)
+    ids, _ = program.signature_rows()
+    without_stream = np.zeros(program.n, dtype=np.int64)
     for name in (c for c in SIGNATURE_COLUMNS if c != "stream"):
-        codes, uniques = pd.factorize(occ[name], sort=False, use_na_sentinel=False)
+        if OCCURRENCE_COLUMNS[name] == "str":
+            codes, uniques = program.factorized(name, sort=False)
+        else:
+            codes, uniques = factorize(program.column(name))
         # a bijection of the tuples so far: the key stays below n^2
-        without_stream = pd.factorize(without_stream * len(uniques) + codes, sort=False)[0]
-        without_stream = without_stream.astype(np.int64)
-    per_group = [_encoded(ids[idx]) for idx in occ.groupby("group", sort=True).indices.values()]
+        without_stream = factorize(without_stream * len(uniques) + codes)[0]
+    group_codes, _ = program.factorized("group", sort=True)
+    by_group = np.argsort(group_codes, kind="stable")  # each group's rows in order
+    bounds = np.searchsorted(group_codes[by_group], np.arange(int(group_codes.max(initial=-1)) + 2))
+    per_group = [_encoded(ids[by_group[a:b]]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     own, no_stream = _encoded(ids), _encoded(without_stream)
     return RepetitionProfile(
         occurrences=int(program.n),

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tracecanary.compile.factorize import factorize, first_rows
+
 _BASE = np.uint64(0x9E3779B97F4A7C15)
 CANDIDATES = 4
 MAX_LEVELS = 12
@@ -207,8 +209,6 @@ def _repeats(seq: np.ndarray, j: int, p: int) -> int:
 
 def encode_sequence(x: np.ndarray) -> Grammar:
     """Exact grammar of ``x`` (int64): runs, then nested periodic motifs."""
-    import pandas as pd
-
     x = np.asarray(x, dtype=np.int64)
     grammar = Grammar()
     if len(x) == 0:
@@ -217,13 +217,12 @@ def encode_sequence(x: np.ndarray) -> Grammar:
     run_starts = np.concatenate(([0], change))
     run_lengths = np.diff(np.concatenate((run_starts, [len(x)])))
     run_values = x[run_starts]
-    value_codes, _ = pd.factorize(run_values, sort=False)
-    key = value_codes.astype(np.int64) * (int(run_lengths.max()) + 1) + run_lengths
-    seq, _ = pd.factorize(key, sort=False)
-    _, first = np.unique(seq, return_index=True)  # codes are 0..k-1 in first-seen order
+    value_codes, _ = factorize(run_values)
+    key = value_codes * (int(run_lengths.max()) + 1) + run_lengths
+    seq, _ = factorize(key)
+    first = first_rows(seq)
     grammar.run_values = run_values[first].astype(np.int64)
     grammar.run_lengths = run_lengths[first].astype(np.int64)
-    seq = seq.astype(np.int64)
     # Bottom-up: short periods first, so inner repetitions are collapsed before an outer
     # motif is formed around them (nesting); the cap doubles until it spans everything.
     max_period = 2

@@ -1,7 +1,7 @@
 """Structure encoding: the program as a sequence over op signatures.
 
 An op signature is (op, bytes, dtype, group, root, phase, stream): everything about an
-occurrence except its timing (``Program.signature_ids``). The signature sequence is
+occurrence except its timing (``Program.signature_rows``). The signature sequence is
 encoded exactly by ``tracecanary.compile.sequence`` (runs, then nested periodic motifs)
 into records that each carry ``repeat`` (logical repetitions) and ``execute`` (executed
 repetitions: equal to ``repeat`` unless reduced execution lowered it):
@@ -25,43 +25,26 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracecanary.compile import sequence
+from tracecanary.compile.factorize import first_rows
 from tracecanary.errors import InputError
-from tracecanary.program import SIGNATURE_COLUMNS, Program
+from tracecanary.program import Program
 
 RUN_KEY = "sig"
 BLOCK_KEY = "sigs"
 
 
 def signature_table(program: Program) -> tuple[np.ndarray, list[dict]]:
-    """(signature id per occurrence, signature definitions in first-seen order)."""
-    ids, table = program.signature_ids()
-    sigs = []
-    for row in table.itertuples(index=False):
-        rec = dict(zip(SIGNATURE_COLUMNS, row, strict=True))
-        sigs.append(
-            {
-                "op": str(rec["op"]),
-                "bytes": int(rec["bytes"]),
-                "dtype": str(rec["dtype"]),
-                "group": str(rec["group"]),
-                "root": int(rec["root"]),
-                "phase": str(rec["phase"]),
-                "stream": str(rec["stream"]),
-            }
-        )
-    return ids, sigs
+    """(signature id per occurrence, signature definitions in first-seen order):
+    ``Program.signatures``."""
+    return program.signatures()
 
 
 def group_table(program: Program) -> dict[str, list[int]]:
     """Member ranks of every group; refuses groups whose occurrences differ in members."""
-    import pandas as pd
-
-    occ = program.occurrences
-    mem = program.members
     n = program.n
-    group_codes, group_names = pd.factorize(occ["group"], sort=False)
-    sizes = occ["group_size"].to_numpy(dtype=np.int64)
-    member_occ = mem["occ"].to_numpy()  # int32 (a view): only counted and indexed
+    group_codes, group_names = program.factorized("group", sort=False)
+    sizes = program.column("group_size", np.int64)
+    member_occ = program.member_column("occ")  # int32: only counted and indexed
     counts = np.bincount(member_occ, minlength=n) if len(member_occ) else np.zeros(n, np.int64)
     bad = np.flatnonzero(counts != sizes)
     if len(bad):
@@ -76,8 +59,8 @@ def group_table(program: Program) -> dict[str, list[int]]:
         raise InputError("occurrence has no members", record=i, field="group_size")
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    ranks = mem["rank"].to_numpy()  # int32 (a view): only compared
-    _, first_occ = np.unique(group_codes, return_index=True)
+    ranks = program.member_column("rank")  # int32: only compared
+    first_occ = first_rows(group_codes)  # codes number the groups in first-seen order
     groups: dict[str, list[int]] = {}
     canon_offsets = []
     canon_ranks = []
@@ -98,7 +81,7 @@ def group_table(program: Program) -> dict[str, list[int]]:
     if (sizes_by_group[group_codes] != sizes).any():
         i = int(np.flatnonzero(sizes_by_group[group_codes] != sizes)[0])
         raise InputError(
-            f"group {occ['group'].iloc[i]!r} appears with different member counts",
+            f"group {group_names[group_codes[i]]!r} appears with different member counts",
             record=i,
             field="group_size",
         )
@@ -107,7 +90,7 @@ def group_table(program: Program) -> dict[str, list[int]]:
         j = int(np.flatnonzero(expected != ranks)[0])
         i = int(member_occ[j])
         raise InputError(
-            f"group {occ['group'].iloc[i]!r} appears with different member ranks",
+            f"group {group_names[group_codes[i]]!r} appears with different member ranks",
             record=i,
             field="members",
         )

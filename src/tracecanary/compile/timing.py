@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracecanary.compile import factorize as fz
 from tracecanary.compile import intervals as iv
 from tracecanary.compile import jsonsize as js
 from tracecanary.compile import sequence
@@ -75,19 +76,19 @@ class TimingArrays:
 
 
 def timing_arrays(program) -> TimingArrays:
-    occ = program.occurrences
+    """The timing columns of ``program`` (read through its column accessors)."""
     n = program.n
-    member_occ = program.members["occ"].to_numpy()  # int32 (a view): only counted
+    member_occ = program.member_column("occ")  # int32: only counted
     counts = np.bincount(member_occ, minlength=n) if len(member_occ) else np.zeros(n, np.int64)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     return TimingArrays(
-        gap=occ["gap_ns"].to_numpy(dtype=np.int64),
-        overlap=occ["overlap_ns"].to_numpy(dtype=np.int64),
-        has_overlap=occ["has_overlap"].to_numpy(dtype=bool),
-        latency=occ["latency_ns"].to_numpy(dtype=np.int64),
-        has_latency=occ["has_latency"].to_numpy(dtype=bool),
-        skew=program.members["skew_ns"].to_numpy(dtype=np.int64) if program.skew_known else None,
+        gap=program.column("gap_ns", np.int64),
+        overlap=program.column("overlap_ns", np.int64),
+        has_overlap=program.column("has_overlap", bool),
+        latency=program.column("latency_ns", np.int64),
+        has_latency=program.column("has_latency", bool),
+        skew=program.member_column("skew_ns", np.int64) if program.skew_known else None,
         member_offsets=offsets,
     )
 
@@ -107,8 +108,6 @@ def _skew_vector_ids(t: TimingArrays) -> tuple[np.ndarray, np.ndarray]:
     Rows are keyed by a 64-bit polynomial hash of (size, values); rows with equal keys
     are then confirmed element by element, so a hash collision cannot merge different
     vectors (a collision falls back to exact tuples)."""
-    import pandas as pd
-
     offsets = t.member_offsets
     sizes = np.diff(offsets)
     if t.n == 0:
@@ -124,9 +123,8 @@ def _skew_vector_ids(t: TimingArrays) -> tuple[np.ndarray, np.ndarray]:
         if len(h):
             row_hash[lo:hi][nonempty] = np.add.reduceat(h, local[nonempty])
     row_hash ^= sequence._mix(sizes)
-    codes, _ = pd.factorize(row_hash.view(np.int64), sort=False)
-    codes = codes.astype(np.int64)
-    first = _first_rows(codes)
+    codes, _ = fz.factorize(row_hash.view(np.int64))
+    first = fz.first_rows(codes)
     rep_rows = first[codes]
     same = np.array_equal(sizes[rep_rows], sizes) and all(
         np.array_equal(
@@ -136,22 +134,17 @@ def _skew_vector_ids(t: TimingArrays) -> tuple[np.ndarray, np.ndarray]:
         for lo, hi in ((lo, min(t.n, lo + _HASH_CHUNK)) for lo in range(0, t.n, _HASH_CHUNK))
     )
     if not same:
-        keys = [tuple(t.skew[offsets[i] : offsets[i + 1]]) for i in range(t.n)]
-        codes, _ = pd.factorize(pd.Series(keys, dtype=object), sort=False)
-        codes = codes.astype(np.int64)
-        first = _first_rows(codes)
+        index: dict[tuple, int] = {}  # exact vectors, numbered in order of first appearance
+        codes = np.fromiter(
+            (
+                index.setdefault(tuple(t.skew[offsets[i] : offsets[i + 1]].tolist()), len(index))
+                for i in range(t.n)
+            ),
+            dtype=np.int64,
+            count=t.n,
+        )
+        first = fz.first_rows(codes)
     return codes, first
-
-
-def _first_rows(codes: np.ndarray) -> np.ndarray:
-    """Row of the first appearance of each code (codes number values 0, 1, 2, ... in
-    order of first appearance, as ``pd.factorize(sort=False)`` gives them)."""
-    if len(codes) == 0:
-        return np.zeros(0, dtype=np.int64)
-    running = np.maximum.accumulate(codes)
-    new = np.ones(len(codes), dtype=bool)
-    new[1:] = running[1:] > running[:-1]
-    return np.flatnonzero(new)
 
 
 def _skew_vectors(t: TimingArrays, first: np.ndarray) -> list[list[int]]:
@@ -160,7 +153,7 @@ def _skew_vectors(t: TimingArrays, first: np.ndarray) -> list[list[int]]:
     sizes = np.diff(offsets)
     vectors: list = [None] * len(first)
     first_sizes = sizes[first]
-    for k in np.unique(first_sizes):
+    for k in np.flatnonzero(np.bincount(first_sizes)):  # each size, ascending
         which_all = np.flatnonzero(first_sizes == k)
         for lo in range(0, len(which_all), _VECTOR_CHUNK):  # bounded temporaries
             which = which_all[lo : lo + _VECTOR_CHUNK]
@@ -198,15 +191,13 @@ def _vector_text_len(t: TimingArrays, rows: np.ndarray) -> np.ndarray:
 def exact_bytes_lower_bound(name: str, t: TimingArrays) -> int:
     """A lower bound on the canonical JSON size of ``encode_exact(name, t)``: every
     distinct value must be written at least once, with its digits and a delimiter."""
-    import pandas as pd
-
     if name == "skew":
         values = t.skew
     else:
         values, mask = t.values(name)
         if mask is not None:
             values = values[mask]
-    distinct = pd.unique(values)
+    distinct = fz.distinct(values)
     if len(distinct) == 0:
         return 0
     digits = np.where(
