@@ -396,7 +396,7 @@ def prepare(
     issue = issue_all[positions] if "tail" in abl else issue_all
     perm = positions
     if "order" in abl and positions.size:
-        sig, _ = program.signature_ids()
+        sig, _ = program.signature_rows()
         perm = positions[np.argsort(sig[positions], kind="stable")]
     # without the tail or order ablation every position is simulated in place: the
     # arrays are used as they are (read-only views of the program's columns where

@@ -133,7 +133,7 @@ def sample_random(program: Program, k: int, rng: np.random.Generator) -> Sample:
 
 
 def sample_frequency(program: Program, k: int, rng: np.random.Generator) -> Sample:
-    sig, _ = program.signature_ids()
+    sig, _ = program.signature_rows()
     return _stratum_sample("frequency", sig, k, rng.random(program.n), at_least_one=False)
 
 

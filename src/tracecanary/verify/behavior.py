@@ -114,13 +114,9 @@ def prepare_replay(
     from tracecanary.sim.engine import prepare
 
     prep = prepare(program, skews=skews)
-    occ = program.occurrences
-    logical = (
-        occ["logical_occ"].to_numpy(np.int64)
-        if "logical_occ" in occ
-        else occ["occ"].to_numpy(np.int64)
-    )
-    weight = occ["weight"].to_numpy(np.float64)
+    ids = "logical_occ" if "logical_occ" in program.column_names else "occ"
+    logical = program.column(ids, np.int64)
+    weight = program.column("weight", np.float64)
     if prep.n == len(logical) and np.array_equal(prep.occ, np.arange(prep.n)):
         return prep, logical, weight  # every occurrence in place: the columns themselves
     return prep, logical[prep.occ], weight[prep.occ]
@@ -207,7 +203,7 @@ def tail_recall(
     in_source, tail_latency = _last_latency(source_ids, source_latency, wanted)
     if in_source.all():
         boundary = tail_latency == tail_latency.min()
-        tied = np.unique(source_ids[source_latency == tail_latency.min()])
+        tied = _distinct(source_ids[source_latency == tail_latency.min()])
         if tied.size > np.count_nonzero(boundary):  # the list named some by index only
             found_tied, tied_latency = _last_latency(ids, lat, tied)
             filled = min(
@@ -216,6 +212,13 @@ def tail_recall(
             )
             return (int(np.count_nonzero(kept & ~boundary)) + filled) / len(tail_ids)
     return int(np.count_nonzero(kept)) / len(tail_ids)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, ascending: ``np.unique(values)`` (which imports numpy.ma,
+    17 ms)."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))[: ordered.size]]
 
 
 def _tail_ids(metrics: dict) -> list[int]:
@@ -401,10 +404,10 @@ def verify_behavior(
     # what the document needs of the executed program
     executed_skew = (executed.skew_known, executed.skew_reason)
     executed_n = executed.n
-    logical_total = float(np.sum(executed.occurrences["weight"].to_numpy()))
+    logical_total = float(np.sum(executed.column("weight")))
     if executed.skew_known:  # member_skews(executed), in its order of refusals
         check_occurrences(executed)
-        skews = selected_skews(skews, executed.occurrences["logical_occ"].to_numpy(np.int64))
+        skews = selected_skews(skews, executed.column("logical_occ", np.int64))
     prepared = prepare_replay(executed, skews)
     del skews
     del executed

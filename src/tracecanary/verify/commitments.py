@@ -21,13 +21,16 @@ member events. The expansion is never built as a program: its text columns and m
 ranks are made from the decoded canary (``compile.expand.decode_canary``) a chunk at a
 time, so beyond the source and the decoded arrays (timing values, one per occurrence or
 member event) the check holds arrays of a chunk's length, not of the trace's; the
-mismatches are the same for any chunk size.
+mismatches are the same for any chunk size. The source is read through the Program's
+accessors, its text columns in the form it holds them (``verify.text_rows``), so a
+column-form source is checked without pandas or pyarrow.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from tracecanary.compile import timing
 from tracecanary.compile.budget import FIELDS, parse_overrides
@@ -41,6 +44,10 @@ from tracecanary.compile.expand import (
 from tracecanary.compile.source import SourceSerialization, serialize_source
 from tracecanary.errors import InputError
 from tracecanary.program import OCCURRENCE_COLUMNS, Program
+from tracecanary.verify.text_rows import arrow_differs, text_rows
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CHUNK_MEMBERS = 1 << 20
 """Most occurrences, or member events, the content check compares at once: its own
@@ -129,15 +136,6 @@ def verify_commitments(
     return out
 
 
-def _differs(a: pd.Series, b: pd.Series) -> np.ndarray:
-    """Row-wise ``a != b`` as a numpy bool array (string columns compared in Arrow,
-    without materializing one Python string per row; missing compares unequal, as
-    numpy's object comparison of NaN does)."""
-    if isinstance(a.dtype, pd.StringDtype) and isinstance(b.dtype, pd.StringDtype):
-        return np.asarray(a.array != b.array, dtype=bool)
-    return np.asarray(a.to_numpy() != b.to_numpy(), dtype=bool)
-
-
 def _spans(total: int) -> range:
     """Starts of consecutive ranges of at most ``CHUNK_MEMBERS`` items in [0, total)."""
     return range(0, total, max(1, CHUNK_MEMBERS))
@@ -155,8 +153,8 @@ class _Expansion:
         self.n = len(d.sig_ids)
         self.n_members = int(d.member_offsets[-1])
 
-    def column(self, col: str, lo: int, hi: int) -> pd.Series:
-        """Rows [lo, hi) of the occurrence column ``col``."""
+    def values(self, col: str, lo: int, hi: int) -> np.ndarray:
+        """Rows [lo, hi) of the occurrence column ``col`` that is not text, of its dtype."""
         d = self.d
         if col == "group_size":
             values = d.sizes[lo:hi]
@@ -166,10 +164,20 @@ class _Expansion:
             values = d.masks[self._MASKS[col]][lo:hi]
         else:
             values = signature_column(self.canary, col, d.sig_ids[lo:hi])
-        dtype = OCCURRENCE_COLUMNS[col]
-        if dtype != "str":
-            values = np.asarray(values, dtype=dtype)
-        elif not (isinstance(values, pd.api.extensions.ExtensionArray) and values.dtype == "str"):
+        return np.asarray(values, dtype=OCCURRENCE_COLUMNS[col])
+
+    def literals(self, col: str) -> list:
+        """The signatures' values of the text column ``col``: row i is
+        ``literals[sig_ids[i]]``."""
+        return [s[col] for s in self.canary["signatures"]]
+
+    def text(self, col: str, lo: int, hi: int) -> pd.Series:
+        """Rows [lo, hi) of the text column ``col`` as the expanded program holds them (a
+        pandas ``str`` Series)."""
+        import pandas as pd
+
+        values = signature_column(self.canary, col, self.d.sig_ids[lo:hi])
+        if not (isinstance(values, pd.api.extensions.ExtensionArray) and values.dtype == "str"):
             values = pd.array(np.asarray(values, dtype=object), dtype="str")  # as _make_program
         return pd.Series(values, copy=False)
 
@@ -189,14 +197,45 @@ class _Expansion:
         )
 
 
-def _first_difference(e: _Expansion, col: str, b: pd.Series, stop: int) -> int | None:
-    """The first row < ``stop`` where the expansion's ``col`` and ``b`` differ
-    (``_differs``), compared chunk by chunk."""
+def _first_difference(e: _Expansion, col: str, source: Program, stop: int) -> tuple | None:
+    """(row, the expansion's value, the source's value) at the first row < ``stop`` where
+    the expansion's occurrence column ``col`` and the source's differ, compared chunk by
+    chunk; None when none does. Text is compared in the form the source holds it
+    (``verify.text_rows``); other columns as numpy arrays."""
+    if OCCURRENCE_COLUMNS[col] != "str":
+        held = source.column(col)
+
+        def differs(lo: int, hi: int) -> np.ndarray:
+            return held[lo:hi] != e.values(col, lo, hi)
+
+        def values(i: int) -> tuple:
+            return _py(e.values(col, i, i + 1)[0]), _py(held[i])
+
+    elif (rows := text_rows(source, col, literals := e.literals(col), CHUNK_MEMBERS)) is not None:
+        sig_ids = e.d.sig_ids
+
+        def differs(lo: int, hi: int) -> np.ndarray:
+            return rows.differs(lo, hi, sig_ids[lo:hi])
+
+        def values(i: int) -> tuple:
+            return literals[int(sig_ids[i])], rows.source_value(i)
+
+    else:  # pandas str arrays: the source's, or any with a value that is not text (the
+        # canary schema refuses one; a column-form source's DataFrames are then built)
+        frame = source.occurrences[col]
+
+        def differs(lo: int, hi: int) -> np.ndarray:
+            return arrow_differs(e.text(col, lo, hi), frame.iloc[lo:hi])
+
+        def values(i: int) -> tuple:
+            return _py(e.text(col, i, i + 1).iloc[0]), _py(frame.iloc[i])
+
     for lo in _spans(stop):
         hi = min(stop, lo + CHUNK_MEMBERS)
-        diff = np.flatnonzero(_differs(e.column(col, lo, hi), b.iloc[lo:hi]))
+        diff = np.flatnonzero(differs(lo, hi))
         if len(diff):
-            return lo + int(diff[0])
+            i = lo + int(diff[0])
+            return (i, *values(i))
     return None
 
 
@@ -217,17 +256,16 @@ def _check_content(
     expanded = _Expansion(canary, decoded)
     if expanded.n != stop:
         return [_mismatch("structure", f"{expanded.n} occurrences", f"{stop} occurrences")]
-    so = source.occurrences
     for col in _EXACT_COLUMNS:
-        i = _first_difference(expanded, col, so[col], stop)
-        if i is not None:
-            found = _py(expanded.column(col, i, i + 1).iloc[0])
-            out.append(_mismatch(f"occurrence {i} field {col}", found, _py(so[col].iloc[i])))
+        first = _first_difference(expanded, col, source, stop)
+        if first is not None:
+            i, expected, found = first
+            out.append(_mismatch(f"occurrence {i} field {col}", expected, found))
     # members are sorted by occurrence: those of the first stop occurrences lead
-    source_occ = source.members["occ"].to_numpy()
+    source_occ = source.member_column("occ")
     n_members = len(source_occ) if stop >= source.n else int(np.searchsorted(source_occ, stop))
     if expanded.n_members != n_members or not expanded.same_ranks(
-        source.members["rank"].to_numpy()[:n_members]
+        source.member_column("rank")[:n_members]
     ):
         out.append(
             _mismatch("members", "the canary's group members", "different members in the source")
@@ -240,7 +278,7 @@ def _check_content(
         return out
     if out:
         return out
-    offsets = np.concatenate(([0], np.cumsum(so["group_size"].to_numpy(dtype=np.int64)[:stop])))
+    offsets = np.concatenate(([0], np.cumsum(source.column("group_size", np.int64)[:stop])))
     timing_check = _TimingCheck(source, expanded, stop, n_members, offsets)
     overrides = parse_overrides(canary["budget"].get("overrides", {}))
     for name in FIELDS:
@@ -282,22 +320,18 @@ class _TimingCheck:
         """The source's signature id per covered occurrence (first-seen order over the
         source, which numbers the covered prefix as the prefix alone would)."""
         if self._sig_ids is None:
-            self._sig_ids = self.source.signature_ids()[0][: self.stop]
+            self._sig_ids = self.source.signature_rows()[0][: self.stop]
         return self._sig_ids
 
     def _columns(self, name: str):
         """(source values, expansion values, measured mask or None): whole columns,
         as views where the tables hold int64 / bool."""
+        source = self.source
         if name == "skew":
-            return (
-                self.source.members["skew_ns"].to_numpy(dtype=np.int64),
-                self.expanded.timing("skew"),
-                None,
-            )
+            return source.member_column("skew_ns", np.int64), self.expanded.timing("skew"), None
         col, mcol = _COLS[name]
-        so = self.source.occurrences
-        mask = None if mcol is None else so[mcol].to_numpy(dtype=bool)
-        return so[col].to_numpy(dtype=np.int64), self.expanded.timing(name), mask
+        mask = None if mcol is None else source.column(mcol, bool)
+        return source.column(col, np.int64), self.expanded.timing(name), mask
 
     def first_difference(self, name: str) -> list[dict]:
         """The first value an exact stream states wrongly (none: empty)."""
@@ -372,7 +406,7 @@ class _TimingCheck:
             del key
             above = np.flatnonzero(per_occ > budget_occ[lo:hi])
             if above.size:
-                ks, first = np.unique(k[above], return_index=True)
+                ks, first = _first_of_each(k[above])
                 fresh = over_at[ks] < 0
                 over_at[ks[fresh]] = lo + above[first[fresh]]
                 over_value[ks[fresh]] = per_occ[above[first[fresh]]]
@@ -401,6 +435,15 @@ class _TimingCheck:
                     )
                 )
         return out
+
+
+def _first_of_each(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct values ascending, where each first appears): ``np.unique(values,
+    return_index=True)`` (which imports numpy.ma, 17 ms)."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    first = np.concatenate(([True], ordered[1:] != ordered[:-1]))[: ordered.size]
+    return ordered[first], order[first]
 
 
 def _partition(name: str, intervals: list[dict], stop: int) -> tuple[np.ndarray, np.ndarray]:

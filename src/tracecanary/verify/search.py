@@ -203,7 +203,7 @@ def search(
     # 2. per signature-group refinement (bounded mode only)
     overrides: dict[int, dict[str, int]] = {}
     if chosen_budget:
-        sig_ids, _ = program.signature_ids()
+        sig_ids, _ = program.signature_rows()
         counts = np.bincount(sig_ids)
         for sig in np.argsort(-counts, kind="stable")[:MAX_REFINED_GROUPS]:
             sig = int(sig)
