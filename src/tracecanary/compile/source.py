@@ -26,16 +26,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tracecanary.canonical import canonical_json_bytes
+from tracecanary.compile import jsonvec as jv
 from tracecanary.formats.ids import SEGMENT_FORMAT, SOURCE_FORMAT
 from tracecanary.program import Program
-
-if TYPE_CHECKING:  # imported where used: a canary's replay needs no Arrow
-    from tracecanary.compile import jsonvec as jv
 
 
 def source_header(program: Program, occurrences: int | None = None) -> bytes:
@@ -150,72 +147,66 @@ class SourceSerialization:
 CHUNK_OCCURRENCES = 1 << 16
 
 
-def _codes(column) -> tuple[np.ndarray, jv.pa.Array]:
-    """(code per row, JSON literal per code) of a string column."""
-    import pandas as pd
-
-    from tracecanary.compile import jsonvec as jv
-
-    codes, uniques = pd.factorize(column, sort=False)
-    literals = jv.pa.array(
-        [json.dumps(str(u), ensure_ascii=False) for u in uniques], type=jv.STRING
-    )
+def _codes(program: Program, name: str) -> tuple[np.ndarray, list[str]]:
+    """(code per row, JSON literal per code) of the text column ``name``."""
+    codes, uniques = program.factorized(name, sort=False)
+    literals = [json.dumps(u, ensure_ascii=False) for u in uniques]
     return codes.astype(np.int32), literals  # fewer codes than rows (< 2^31): 4 B per row
 
 
 MAX_RANK_HEADS = 1 << 16
 
 
-def _rank_heads(ranks: np.ndarray, skew_known: bool) -> tuple[jv.pa.Array | None, int]:
+def _rank_heads(ranks: np.ndarray, skew_known: bool) -> tuple[list[str] | None, int]:
     """The text a member starts with, per (rank, first member of its occurrence):
-    element ``2 * (rank - lo) + first`` of the returned array (``lo``: the smallest
+    element ``2 * (rank - lo) + first`` of the returned list (``lo``: the smallest
     rank); None when the ranks span too wide a range for a table."""
-    from tracecanary.compile import jsonvec as jv
-
     if len(ranks) == 0:
         return None, 0
     lo, hi = int(ranks.min()), int(ranks.max())
     if hi - lo >= MAX_RANK_HEADS:
         return None, 0
     end = "," if skew_known else "]"
-    texts = [t for r in range(lo, hi + 1) for t in (f",[{r}{end}", f"[{r}{end}")]
-    return jv.pa.array(texts, type=jv.STRING), lo
+    return [t for r in range(lo, hi + 1) for t in (f",[{r}{end}", f"[{r}{end}")], lo
 
 
 class _SourceColumns:
     """A program's columns as the serializer reads them (numeric columns as views,
-    strings as codes into JSON literals): what ``lines`` needs for any range."""
+    strings as codes into JSON literals): what ``lines`` needs for any range. The text
+    is built by one ``jsonvec`` builder, chosen by the program's size (the bytes do not
+    depend on which)."""
 
     def __init__(self, program: Program) -> None:
-        occ = program.occurrences
-        mem = program.members
         n = program.n
-        member_occ = mem["occ"].to_numpy()  # int32 (a view): only compared and counted
+        member_occ = program.member_column("occ")  # int32 (a view): only compared and counted
         if len(member_occ) and (np.diff(member_occ) < 0).any():
             raise ValueError("program members are not sorted by occurrence")
         counts = np.bincount(member_occ, minlength=n) if len(member_occ) else np.zeros(n, np.int64)
         if len(counts) > n:
             raise ValueError("program members refer to occurrences beyond the table")
+        self.tx = tx = jv.builder(max(n, len(member_occ)))
         self.counts = counts
         self.member_offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(counts, out=self.member_offsets[1:])
-        self.ranks = mem["rank"].to_numpy()  # int32 (a view); widened per chunk
-        self.skew = mem["skew_ns"].to_numpy(dtype=np.int64) if program.skew_known else None
+        self.ranks = program.member_column("rank")  # int32 (a view); widened per chunk
+        self.skew = program.member_column("skew_ns", np.int64) if program.skew_known else None
         self.ints = {
-            c: occ[c].to_numpy(dtype=np.int64)
+            c: program.column(c, np.int64)
             for c in ("bytes", "gap_ns", "group_size", "occ", "root", "latency_ns", "overlap_ns")
         }
-        self.bools = {
-            c: occ[c].to_numpy(dtype=bool) for c in ("has_latency", "has_overlap", "tail")
-        }
-        self.weight = occ["weight"].to_numpy(dtype=np.float64)
-        self.strings = {c: _codes(occ[c]) for c in ("dtype", "group", "op", "phase", "stream")}
-        self.rank_heads, self.rank_lo = _rank_heads(self.ranks, self.skew is not None)
+        self.bools = {c: program.column(c, bool) for c in ("has_latency", "has_overlap", "tail")}
+        self.weight = program.column("weight", np.float64)
+        self.strings = {}
+        for c in ("dtype", "group", "op", "phase", "stream"):
+            codes, literals = _codes(program, c)
+            self.strings[c] = (codes, tx.texts(literals))
+        heads, self.rank_lo = _rank_heads(self.ranks, self.skew is not None)
+        self.rank_heads = None if heads is None else tx.texts(heads)
+        self.member_prefix = tx.texts([",[", "["])  # a member that is not / is first
 
     def lines(self, lo: int, hi: int) -> tuple[memoryview, np.ndarray]:
         """The text of lines [lo, hi) and where each starts in it (hi - lo + 1 offsets)."""
-        from tracecanary.compile import jsonvec as jv
-
+        tx = self.tx
         ranks, skew, counts = self.ranks, self.skew, self.counts
         m0, m1 = int(self.member_offsets[lo]), int(self.member_offsets[hi])
         local = self.member_offsets[lo : hi + 1] - m0
@@ -223,37 +214,36 @@ class _SourceColumns:
         first[local[:-1][counts[lo:hi] > 0]] = True
         if self.rank_heads is not None:
             # '[r,' / ',[r,' (skew known) or '[r]' / ',[r]': one literal per (rank, first)
-            head = self.rank_heads.take(
-                jv.pa.array(
-                    2 * (ranks[m0:m1].astype(np.int64) - self.rank_lo) + first.view(np.int8)
-                )
+            head = tx.take(
+                self.rank_heads,
+                2 * (ranks[m0:m1].astype(np.int64) - self.rank_lo) + first.view(np.int8),
             )
-            elements = head if skew is None else jv.concat(head, jv.int_text(skew[m0:m1]), "]")
+            elements = head if skew is None else tx.concat(head, tx.int_text(skew[m0:m1]), "]")
         else:
-            prefix = jv.pa.array([",[", "["], type=jv.STRING).take(jv.pa.array(first.view(np.int8)))
+            prefix = tx.take(self.member_prefix, first.view(np.int8))
             if skew is not None:
-                elements = jv.concat(
-                    prefix, jv.int_text(ranks[m0:m1]), ",", jv.int_text(skew[m0:m1]), "]"
+                elements = tx.concat(
+                    prefix, tx.int_text(ranks[m0:m1]), ",", tx.int_text(skew[m0:m1]), "]"
                 )
             else:
-                elements = jv.concat(prefix, jv.int_text(ranks[m0:m1]), "]")
-        members = jv.regroup(elements, local)
+                elements = tx.concat(prefix, tx.int_text(ranks[m0:m1]), "]")
+        members = tx.regroup(elements, local)
         ints, bools = self.ints, self.bools
 
         def num(c):
-            return jv.int_text(ints[c][lo:hi])
+            return tx.int_text(ints[c][lo:hi])
 
         def text(c):
             codes, literals = self.strings[c]
-            return literals.take(jv.pa.array(codes[lo:hi]))
+            return tx.take(literals, codes[lo:hi])
 
-        latency = jv.optional(
-            bools["has_latency"][lo:hi], jv.concat(',"latency_ns":', num("latency_ns"))
+        latency = tx.optional(
+            bools["has_latency"][lo:hi], tx.concat(',"latency_ns":', num("latency_ns"))
         )
-        overlap = jv.optional(
-            bools["has_overlap"][lo:hi], jv.concat(',"overlap_ns":', num("overlap_ns"))
+        overlap = tx.optional(
+            bools["has_overlap"][lo:hi], tx.concat(',"overlap_ns":', num("overlap_ns"))
         )
-        lines = jv.concat(
+        lines = tx.concat(
             '{"bytes":', num("bytes"),
             ',"dtype":', text("dtype"),
             ',"gap_ns":', num("gap_ns"),
@@ -267,11 +257,11 @@ class _SourceColumns:
             ',"phase":', text("phase"),
             ',"root":', num("root"),
             ',"stream":', text("stream"),
-            ',"tail":', jv.bool_text(bools["tail"][lo:hi]),
-            ',"weight":', jv.float_text(self.weight[lo:hi]),
+            ',"tail":', tx.bool_text(bools["tail"][lo:hi]),
+            ',"weight":', tx.float_text(self.weight[lo:hi]),
             "}\n",
         )  # fmt: skip
-        return jv.buffer_and_offsets(lines)
+        return tx.buffer_and_offsets(lines)
 
 
 def serialize_source(program: Program) -> SourceSerialization:
@@ -292,30 +282,34 @@ def segment_commitment(program: Program, start: int, stop: int) -> str:
 
 def occurrence_record(program: Program, i: int) -> dict:
     """The dict whose canonical JSON is line i (the plain, per-row reference form)."""
-    row = program.occurrences.iloc[i]
-    mem = program.members[program.members["occ"] == i]
-    members = (
-        [[int(r), int(s)] for r, s in zip(mem["rank"], mem["skew_ns"], strict=True)]
-        if program.skew_known
-        else [[int(r)] for r in mem["rank"]]
-    )
+
+    def value(name: str):
+        return program.column(name)[i]
+
+    member_rows = np.flatnonzero(program.member_column("occ") == i)
+    ranks = program.member_column("rank")[member_rows].tolist()
+    if program.skew_known:
+        skews = program.member_column("skew_ns")[member_rows].tolist()
+        members = [[int(r), int(s)] for r, s in zip(ranks, skews, strict=True)]
+    else:
+        members = [[int(r)] for r in ranks]
     rec = {
-        "bytes": int(row["bytes"]),
-        "dtype": str(row["dtype"]),
-        "gap_ns": int(row["gap_ns"]),
-        "group": str(row["group"]),
-        "group_size": int(row["group_size"]),
+        "bytes": int(value("bytes")),
+        "dtype": str(value("dtype")),
+        "gap_ns": int(value("gap_ns")),
+        "group": str(value("group")),
+        "group_size": int(value("group_size")),
         "members": members,
-        "occ": int(row["occ"]),
-        "op": str(row["op"]),
-        "phase": str(row["phase"]),
-        "root": int(row["root"]),
-        "stream": str(row["stream"]),
-        "tail": bool(row["tail"]),
-        "weight": float(row["weight"]),
+        "occ": int(value("occ")),
+        "op": str(value("op")),
+        "phase": str(value("phase")),
+        "root": int(value("root")),
+        "stream": str(value("stream")),
+        "tail": bool(value("tail")),
+        "weight": float(value("weight")),
     }
-    if bool(row["has_latency"]):
-        rec["latency_ns"] = int(row["latency_ns"])
-    if bool(row["has_overlap"]):
-        rec["overlap_ns"] = int(row["overlap_ns"])
+    if bool(value("has_latency")):
+        rec["latency_ns"] = int(value("latency_ns"))
+    if bool(value("has_overlap")):
+        rec["overlap_ns"] = int(value("overlap_ns"))
     return rec

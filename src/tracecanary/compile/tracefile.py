@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from tracecanary.canonical import atomic_output, canonical_json_bytes, sha256_bytes
+from tracecanary.compile import jsonvec as jv
 from tracecanary.errors import ExportRefused
 from tracecanary.formats.ids import TRACE_FORMAT
 from tracecanary.program import Program
@@ -38,27 +39,55 @@ def _text(b: bytes) -> str:
     return b.decode("utf-8")[:-1]  # canonical JSON without the trailing newline
 
 
+def _cumcount(keys: np.ndarray) -> np.ndarray:
+    """Per row, how many earlier rows have the same key (as pandas'
+    ``groupby(keys).cumcount()``), by one stable sort."""
+    n = len(keys)
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    run_start = np.repeat(starts, np.diff(np.append(starts, n)))
+    out = np.empty(n, dtype=np.int64)
+    out[order] = np.arange(n, dtype=np.int64) - run_start
+    return out
+
+
+def _group_list(program: Program, m_occ: np.ndarray, ranks: np.ndarray) -> list[dict]:
+    """``[{"id": group, "ranks": [...]}]``: every group with members, by id, each with
+    the distinct ranks of its members, ascending."""
+    codes, names = program.factorized("group", sort=True)
+    width = int(ranks.max()) + 1 if len(ranks) else 1
+    pairs = np.unique(codes[m_occ] * width + ranks)  # (group, rank), sorted by both
+    group_of, rank_of = np.divmod(pairs, width)
+    bounds = np.searchsorted(group_of, np.arange(len(names) + 1)).tolist()
+    ranks_list = rank_of.tolist()
+    return [
+        {"id": name, "ranks": ranks_list[bounds[g] : bounds[g + 1]]}
+        for g, name in enumerate(names)
+        if bounds[g + 1] > bounds[g]
+    ]
+
+
 def trace_bytes(program: Program, meta: dict, *, lines: bool = False) -> bytes:
     """The trace document: canonical JSON, or (``lines``) JSON Lines: a header line with
-    everything but ``events``, then one canonical event per line."""
-    import pandas as pd
-
-    from tracecanary.compile import jsonvec as jv
-
-    occ = program.occurrences
-    mem = program.members
+    everything but ``events``, then one canonical event per line. Reads the program
+    through its column accessors (pandas only where it holds DataFrames); the text is
+    built by the ``jsonvec`` builder for its size (the bytes do not depend on which)."""
     n = program.n
-    m_occ = mem["occ"].to_numpy(dtype=np.int64)
-    ranks = mem["rank"].to_numpy(dtype=np.int64)
+    m_occ = program.member_column("occ", np.int64)
+    ranks = program.member_column("rank", np.int64)
+    tx = jv.builder(max(n, len(m_occ)))
     issue = program.issue_ns()
-    ts = issue[m_occ] + (mem["skew_ns"].to_numpy(dtype=np.int64) if program.skew_known else 0)
-    seq = pd.Series(np.zeros(len(m_occ))).groupby(ranks).cumcount().to_numpy(dtype=np.int64)
-    instance = occ.groupby("group", sort=False).cumcount().to_numpy(dtype=np.int64)
+    skew = program.member_column("skew_ns", np.int64) if program.skew_known else 0
+    ts = issue[m_occ] + skew
+    seq = _cumcount(ranks)
+    instance = _cumcount(program.factorized("group", sort=False)[0])
 
-    op = occ["op"].to_numpy(dtype=object)[m_occ].copy()
-    groups = occ["group"].to_numpy(dtype=object)
+    groups = program.column("group", object)
+    occ_op = program.column("op", object)
+    op = occ_op[m_occ]  # a copy (taken rows): pair members become send/recv below
     peer = np.full(len(m_occ), -1, dtype=np.int64)
-    pair_occ = np.flatnonzero(occ["op"].to_numpy(dtype=object) == "send")
+    pair_occ = np.flatnonzero(occ_op == "send")
     for i in pair_occ:
         m = _P2P.match(str(groups[i]))
         if not m:
@@ -81,57 +110,51 @@ def trace_bytes(program: Program, meta: dict, *, lines: bool = False) -> bytes:
         op[mem_pair] = np.where(is_src, "send", "recv")
         peer[mem_pair] = np.where(is_src, dst, src)
 
-    def per_member(col):
-        return occ[col].to_numpy()[m_occ]
+    def per_member(col, dtype=None):
+        return program.column(col, dtype)[m_occ]
 
     root = per_member("root")
-    phase = per_member("phase").astype(object)
-    stream = per_member("stream").astype(object)
-    has_lat = per_member("has_latency").astype(bool)
-    has_ovl = per_member("has_overlap").astype(bool)
-    first = np.zeros(len(m_occ), dtype=bool)
-    if len(first):
-        first[0] = True
+    phase = per_member("phase", object)
+    stream = per_member("stream", object)
+    has_lat = per_member("has_latency", bool)
+    has_ovl = per_member("has_overlap", bool)
     if lines:
-        lead = jv.pa.array(["{"] * len(first), type=jv.STRING)
+        lead = "{"
     else:
-        lead = jv.pa.array([",{", "{"], type=jv.STRING).take(jv.pa.array(first.view(np.int8)))
-    events = jv.concat(
+        first = np.zeros(len(m_occ), dtype=bool)
+        first[:1] = True
+        lead = tx.take(tx.texts([",{", "{"]), first.view(np.int8))
+    events = tx.concat(
         lead,
         '"bytes":',
-        jv.int_text(per_member("bytes")),
+        tx.int_text(per_member("bytes")),
         ',"dtype":',
-        jv.str_text(per_member("dtype").astype(object)),
+        tx.str_text(per_member("dtype", object)),
         ',"group":',
-        jv.str_text(groups[m_occ]),
+        tx.str_text(groups[m_occ]),
         ',"instance":',
-        jv.int_text(instance[m_occ]),
-        jv.optional(has_lat, jv.concat(',"latency_ns":', jv.int_text(per_member("latency_ns")))),
+        tx.int_text(instance[m_occ]),
+        tx.optional(has_lat, tx.concat(',"latency_ns":', tx.int_text(per_member("latency_ns")))),
         ',"op":',
-        jv.str_text(op),
-        jv.optional(has_ovl, jv.concat(',"overlap_ns":', jv.int_text(per_member("overlap_ns")))),
-        jv.optional(peer >= 0, jv.concat(',"peer":', jv.int_text(np.maximum(peer, 0)))),
-        jv.optional(phase != "", jv.concat(',"phase":', jv.str_text(phase))),
+        tx.str_text(op),
+        tx.optional(has_ovl, tx.concat(',"overlap_ns":', tx.int_text(per_member("overlap_ns")))),
+        tx.optional(peer >= 0, tx.concat(',"peer":', tx.int_text(np.maximum(peer, 0)))),
+        tx.optional(phase != "", tx.concat(',"phase":', tx.str_text(phase))),
         ',"rank":',
-        jv.int_text(ranks),
-        jv.optional(root >= 0, jv.concat(',"root":', jv.int_text(np.maximum(root, 0)))),
+        tx.int_text(ranks),
+        tx.optional(root >= 0, tx.concat(',"root":', tx.int_text(np.maximum(root, 0)))),
         ',"seq":',
-        jv.int_text(seq),
-        jv.optional(stream != "", jv.concat(',"stream":', jv.str_text(stream))),
+        tx.int_text(seq),
+        tx.optional(stream != "", tx.concat(',"stream":', tx.str_text(stream))),
         ',"ts_ns":',
-        jv.int_text(ts),
+        tx.int_text(ts),
         "}\n" if lines else "}",
     )
-    body, _ = jv.buffer_and_offsets(events)
-    group_ranks = (
-        mem.assign(group=groups[m_occ])
-        .drop_duplicates(["group", "rank"])
-        .groupby("group", sort=True)["rank"]
-    )
-    group_list = [{"id": str(g), "ranks": [int(r) for r in sorted(rs)]} for g, rs in group_ranks]
+    body, _ = tx.buffer_and_offsets(events)
+    group_list = _group_list(program, m_occ, ranks)
     if lines:
         header = {"format": TRACE_FORMAT, "groups": group_list, "meta": meta}
-        return canonical_json_bytes(header) + bytes(body)
+        return b"".join((canonical_json_bytes(header), body))  # one copy of the body
     head = b'{"events":['
     tail = (
         '],"format":'
@@ -142,7 +165,7 @@ def trace_bytes(program: Program, meta: dict, *, lines: bool = False) -> bytes:
         + _text(canonical_json_bytes(meta))
         + "}\n"
     ).encode("utf-8")
-    return head + bytes(body) + tail
+    return b"".join((head, body, tail))
 
 
 def trace_meta(
