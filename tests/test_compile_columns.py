@@ -1,7 +1,7 @@
 """The compiler reads a program through its column accessors: a program held as column
 arrays (``Program.from_columns``, ``make_program(columns=True)``) compiles to the same
 canary bytes as the same program held as DataFrames, whichever implementation
-(``compile.factorize``: numpy below PANDAS_MIN_ROWS, pandas from it) does the work, and
+(``factorize``: numpy below PANDAS_MIN_ROWS, pandas from it) does the work, and
 compiling it imports neither pandas nor pyarrow (checked in a fresh process with both
 imports forbidden). Signature ids and tables are the same in either form: empty, one
 row, non-ASCII text, a text column whose literals repeat."""
@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tracecanary import factorize as fz
 from tracecanary.canonical import canonical_json_bytes
-from tracecanary.compile import factorize as fz
 from tracecanary.compile.budget import parse_budget
 from tracecanary.compile.canary import compile_program
 from tracecanary.compile.execution import largest_member_skew, tail_occurrences
@@ -294,7 +294,7 @@ def test_a_program_held_as_columns_compiles_with_pandas_and_pyarrow_forbidden():
         "tracecanary.compile.canary",
         "tracecanary.compile.execution",
         "tracecanary.compile.repetition",
-        "tracecanary.compile.factorize",
+        "tracecanary.factorize",
     ],
 )
 def test_importing_the_compiler_imports_neither_pandas_nor_pyarrow(module):

@@ -20,9 +20,9 @@ from tracecanary.canonical import canonical_json_bytes
 from tracecanary.compile import jsonvec as jv
 from tracecanary.compile import source as source_mod
 from tracecanary.compile import tracefile
-from tracecanary.compile.factorize import PANDAS_MIN_ROWS
 from tracecanary.compile.source import serialize_source
 from tracecanary.compile.tracefile import trace_bytes, trace_meta
+from tracecanary.factorize import PANDAS_MIN_ROWS
 from tracecanary.program import MEMBER_COLUMNS, OCCURRENCE_COLUMNS, Program, TextColumn
 from tracecanary.synth.examples import random_program
 

@@ -27,7 +27,7 @@ from tracecanary.clocks.calibration import ClockMap, mapped_skew_uncertainty_ns
 from tracecanary.clocks.status import SkewStatus, decide_skew
 from tracecanary.columns import CodedText, IntColumn
 from tracecanary.errors import MergeError
-from tracecanary.factorize import first_seen
+from tracecanary.factorize import factorize
 from tracecanary.program import (
     MEMBER_COLUMNS,
     MEMBER_INDEX_LIMIT,
@@ -73,7 +73,7 @@ def _instance_keys(
         src, dst = np.where(is_send, r, peer), np.where(is_send, peer, r)
         # one int64 key per (src, dst): both lie in [-1, span - 1)
         span = int(max(src.max(), dst.max())) + 2
-        pair_codes, pair_keys = first_seen((src + 1) * span + (dst + 1))
+        pair_codes, pair_keys = factorize((src + 1) * span + (dst + 1))
         pair_names = [f"p2p:{k // span - 1}->{k % span - 1}" for k in pair_keys.tolist()]
         code[is_p2p] = len(names) + pair_codes
         names += pair_names
@@ -232,7 +232,7 @@ def _group_occurrences(code: np.ndarray, instance: np.ndarray) -> _Occurrences:
     span = hi - lo + 1
     if span * (int(code.max()) + 1) < 1 << 62:
         key = code * span + (instance - lo)
-        occ_of, _ = first_seen(key)
+        occ_of, _ = factorize(key)
         del key
     else:  # explicit instances too far apart for one int64 key
         import pandas as pd

@@ -54,8 +54,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tracecanary.clocks.status import SkewStatus
-from tracecanary.compile.factorize import factorize, first_rows
 from tracecanary.errors import InputError
+from tracecanary.factorize import factorize, first_rows
 
 if TYPE_CHECKING:  # imported where a table is built: a canary's replay needs no pandas
     import pandas as pd
@@ -350,7 +350,7 @@ class Program:
         0..k-1 in order of first appearance (int64); ``first[i]`` (int64, increasing)
         is the row where signature i first appears. Computed by pandas when the
         program holds DataFrames, else from the columns' codes without pandas (below
-        ``compile.factorize.PANDAS_MIN_ROWS`` occurrences); both give the same ids."""
+        ``factorize.PANDAS_MIN_ROWS`` occurrences); both give the same ids."""
         if isinstance(self._occ, dict):
             ids = self._signature_codes_from_columns()
         else:
@@ -374,7 +374,7 @@ class Program:
 
     def _signature_codes_from_columns(self) -> np.ndarray:
         """Signature ids from the held columns: text by its codes (``factorized``), the
-        others by ``compile.factorize``, mixed into one int64 key (re-numbered densely
+        others by ``factorize``, mixed into one int64 key (re-numbered densely
         before it could pass 2**62), whose first-appearance codes are the ids."""
         key = np.zeros(self.n, dtype=np.int64)
         bound = 1  # every key value is below this

@@ -57,7 +57,7 @@ def run(args) -> int:
     print(f"trace: {args.output}")
     print(f"sha256: {digest}")
     print(f"occurrences: {program.n}")
-    print(f"events: {len(program.members)}")
+    print(f"events: {program.member_count}")
     if args.executed:
-        print(f"weight_sum: {float(program.occurrences['weight'].sum())!r}")
+        print(f"weight_sum: {float(program.column('weight').sum())!r}")
     return 0

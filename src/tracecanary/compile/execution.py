@@ -96,7 +96,6 @@ import numpy as np
 from tracecanary.canonical import canonical_json_bytes
 from tracecanary.compile import timing
 from tracecanary.compile.expand import expand_canary
-from tracecanary.compile.factorize import group_medians
 from tracecanary.compile.reductions import (
     INLINE_KEYS,
     Reduction,
@@ -112,6 +111,7 @@ from tracecanary.compile.selection import (
 from tracecanary.compile.sequence import copy_json
 from tracecanary.compile.structure import count_structure_records, record_length
 from tracecanary.errors import InputError
+from tracecanary.factorize import group_medians
 
 DEFAULT_TAIL_LATENCY_FACTOR = 4.0
 DEFAULT_TIMING_OUTLIER_FACTOR = 4.0

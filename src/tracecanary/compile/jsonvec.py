@@ -15,7 +15,7 @@ Two builders make and combine such columns, with the same methods and the same t
   import, which would cost more than the whole work for a few thousand rows).
 
 ``builder(rows)`` picks one by size, at the compiler's threshold for pandas
-(``compile.factorize.use_pandas``: a small program is compiled without importing either);
+(``factorize.use_pandas``: a small program is compiled without importing either);
 a caller picks once and passes every column it builds back to the same builder (the two
 column kinds do not mix). Importing this module imports neither pandas nor pyarrow.
 """
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracecanary.compile.factorize import use_pandas
+from tracecanary.factorize import use_pandas
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracecanary.compile.factorize import factorize
 from tracecanary.compile.structure import encode_structure, record_length
+from tracecanary.factorize import factorize
 from tracecanary.program import OCCURRENCE_COLUMNS, SIGNATURE_COLUMNS, Program
 
 HIDDEN_FACTOR = 1.5  # another order repeats this much more: it names what hides the motif

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracecanary.compile.factorize import factorize, first_rows
+from tracecanary.factorize import factorize, first_rows
 
 _BASE = np.uint64(0x9E3779B97F4A7C15)
 CANDIDATES = 4

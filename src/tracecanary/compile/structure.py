@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracecanary.compile import sequence
-from tracecanary.compile.factorize import first_rows
 from tracecanary.errors import InputError
+from tracecanary.factorize import first_rows
 from tracecanary.program import Program
 
 RUN_KEY = "sig"

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracecanary.compile import factorize as fz
+from tracecanary import factorize as fz
 from tracecanary.compile import intervals as iv
 from tracecanary.compile import jsonsize as js
 from tracecanary.compile import sequence

@@ -1,4 +1,4 @@
-"""compile.factorize: its numpy implementations (arrays shorter than PANDAS_MIN_ROWS)
+"""factorize: its numpy implementations (arrays shorter than PANDAS_MIN_ROWS)
 give exactly what pandas gives (longer arrays): codes and uniques of ``pd.factorize``,
 ``pd.unique``, a groupby median; on empty arrays, one element, ties, negative and large
 values. And the skew-vector ids fall back to exact vectors where the row hash collides."""
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracecanary.compile import factorize as fz
+from tracecanary import factorize as fz
 from tracecanary.compile import sequence, timing
 
 ints = st.lists(
