@@ -143,3 +143,14 @@ def test_a_row_hash_collision_falls_back_to_the_exact_vectors(monkeypatch, side)
     ids, first = timing._skew_vector_ids(_arrays(SKEWS))
     assert ids.tolist() == _exact_ids(SKEWS)
     assert first.tolist() == [0, 2, 3, 5, 6]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(-3, 3) | st.integers(-(2**62), 2**62), max_size=30))
+def test_the_distinct_values_are_np_uniques(values):
+    """Without np.unique (it imports numpy.ma): empty, one value, ties."""
+    array = np.array(values, dtype=np.int64)
+    expected = np.unique(array, return_index=True)
+    for got, want in zip(fz.sorted_distinct(array, return_index=True), expected, strict=True):
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
+    assert fz.sorted_distinct(array).tolist() == expected[0].tolist()

@@ -251,13 +251,6 @@ def test_ranks_too_spread_for_a_table_have_the_same_bytes_by_either_builder():
             assert outputs(wide) == want
 
 
-@given(st.lists(st.integers(-3, 3), max_size=30))
-def test_cumcount_is_pandas_groupby_cumcount(keys):
-    keys = np.array(keys, dtype=np.int64)
-    want = pd.Series(np.zeros(len(keys))).groupby(keys).cumcount().to_numpy(dtype=np.int64)
-    assert tracefile._cumcount(keys).tolist() == want.tolist()
-
-
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(

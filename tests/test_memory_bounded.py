@@ -21,9 +21,10 @@ from hypothesis import strategies as st
 from tracecanary.compile import source as source_mod
 from tracecanary.compile.expand import select_occurrences
 from tracecanary.compile.source import serialize_source
+from tracecanary.factorize import cumcount
 from tracecanary.ingest import ingest_files
 from tracecanary.load import OPTIONAL_MATCHING_COLUMNS, load_program, read_matching_columns
-from tracecanary.matching import _cumcount, _group_occurrences, build_program_from_columns
+from tracecanary.matching import _group_occurrences, build_program_from_columns
 from tracecanary.synth.examples import random_program
 
 REPO = Path(__file__).resolve().parents[1]
@@ -164,7 +165,7 @@ def test_occurrences_are_numbered_by_first_appearance_as_a_grouped_frame_numbers
 def test_per_key_counts_in_row_order_are_those_of_a_grouped_cumcount(keys):
     keys = np.array(keys, dtype=np.int64)
     expected = pd.Series(keys).groupby(keys, sort=False).cumcount().to_numpy(dtype=np.int64)
-    assert np.array_equal(_cumcount(keys), expected)
+    assert np.array_equal(cumcount(keys), expected)
 
 
 @settings(max_examples=40, deadline=None)

@@ -28,8 +28,8 @@ from tracecanary.program import MEMBER_COLUMNS, OCCURRENCE_COLUMNS, Program, Tex
 from tracecanary.sim.backends import load_backends
 from tracecanary.synth.examples import decode_like_program, random_program
 from tracecanary.verify import commitments
-from tracecanary.verify.behavior import _distinct, load_tolerances, verify_behavior
-from tracecanary.verify.commitments import _first_of_each, verify_commitments
+from tracecanary.verify.behavior import load_tolerances, verify_behavior
+from tracecanary.verify.commitments import verify_commitments
 from tracecanary.verify.text_rows import TextRows, arrow_differs, text_rows
 
 TEXT_FORMS = ("codes", "objects")
@@ -186,17 +186,6 @@ def test_text_rows_are_arrows_only_where_the_source_holds_columns_of_str():
     odd = column_form(program, "objects").with_column("op", values)
     assert text_rows(odd, "op", literals, 4) is None
     assert held.holds_columns and odd.holds_columns
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.integers(-3, 3) | st.integers(-(2**62), 2**62), max_size=30))
-def test_the_distinct_values_are_np_uniques(values):
-    """Without np.unique (it imports numpy.ma): empty, one value, ties."""
-    array = np.array(values, dtype=np.int64)
-    expected = np.unique(array, return_index=True)
-    for got, want in zip(_first_of_each(array), expected, strict=True):
-        assert got.dtype == want.dtype and got.tolist() == want.tolist()
-    assert _distinct(array).tolist() == expected[0].tolist()
 
 
 # --- verify_behavior: the document, and no pandas from the verifier ---------------------

@@ -10,6 +10,9 @@ Both implementations give identical results (tests/test_factorize.py):
 - ``distinct(values)``: ``pd.unique(values)``: the distinct values, in order of first
   appearance;
 - ``first_rows(codes)``: where each code of such a numbering first appears;
+- ``cumcount(keys)``: ``groupby(keys).cumcount()``, by one stable sort at any size;
+- ``sorted_distinct(values)``: ``np.unique(values)`` (and ``return_index``), by numpy
+  sorting without the numpy.ma import;
 - ``group_medians(groups, values)``: ``pd.Series(values).groupby(groups).median()``
   (float64 ``values``, no NaN): (the group keys ascending, each group's median: the
   middle value, or the two middle values' sum halved).
@@ -84,6 +87,44 @@ def first_rows(codes: np.ndarray) -> np.ndarray:
     new = np.ones(len(codes), dtype=bool)
     new[1:] = running[1:] > running[:-1]
     return np.flatnonzero(new)
+
+
+def cumcount(keys: np.ndarray) -> np.ndarray:
+    """Per element: how many earlier elements share its key (row order); int32 (the
+    counts and positions, below the element count, fit), int64 past 2**31 elements."""
+    n = keys.size
+    small = np.int32 if n <= np.iinfo(np.int32).max else np.int64
+    out = np.empty(n, dtype=small)
+    if n == 0:
+        return out
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    new_run = np.empty(n, dtype=bool)
+    new_run[0] = True
+    np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=new_run[1:])
+    del sorted_keys  # a few int64 arrays of the events at a time, not six
+    position = np.arange(n, dtype=small)
+    run_start = np.where(new_run, position, 0)
+    del new_run
+    np.maximum.accumulate(run_start, out=run_start)
+    position -= run_start
+    del run_start
+    out[order] = position
+    return out
+
+
+def sorted_distinct(values: np.ndarray, *, return_index: bool = False):
+    """The distinct values ascending, as ``np.unique(values)`` gives them (without the
+    numpy.ma import np.unique brings: 17 ms of a small command's start); with
+    ``return_index``, also where each first appears (``np.unique(...,
+    return_index=True)``)."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    first = np.ones(ordered.size, dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    if return_index:
+        return ordered[first], order[first]
+    return ordered[first]
 
 
 def _factorize_sorted(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

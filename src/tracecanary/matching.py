@@ -27,7 +27,7 @@ from tracecanary.clocks.calibration import ClockMap, mapped_skew_uncertainty_ns
 from tracecanary.clocks.status import SkewStatus, decide_skew
 from tracecanary.columns import CodedText, IntColumn
 from tracecanary.errors import MergeError
-from tracecanary.factorize import factorize
+from tracecanary.factorize import cumcount, factorize, sorted_distinct
 from tracecanary.program import (
     MEMBER_COLUMNS,
     MEMBER_INDEX_LIMIT,
@@ -87,17 +87,16 @@ def _instance_keys(
     if instance_column is not None and n and _all_present(instance_column):
         instance = instance_column.values
     else:
-        instance = _cumcount(code * (int(rank.max()) + 1 if n else 1) + rank)
+        instance = cumcount(code * (int(rank.max()) + 1 if n else 1) + rank)
     return code, names, instance
 
 
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """The distinct values, ascending (``np.unique`` without the numpy.ma import it
-    brings: 8 ms of a small trace's load)."""
-    ordered = np.sort(values)
-    keep = np.ones(ordered.size, dtype=bool)
-    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
-    return ordered[keep]
+def instance_keys(events) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """(key code per event, key names, key instance per event) of a mapping of event
+    columns (pandas Series or the numpy forms): see ``_instance_keys``."""
+    rank = events["rank"]
+    ranks = rank.values if isinstance(rank, IntColumn) else rank.to_numpy()
+    return _instance_keys(events, _texts(events["op"]), ranks)
 
 
 def _all_present(column: IntColumn) -> bool:
@@ -137,33 +136,9 @@ def _texts(column) -> CodedText:
     return CodedText(codes, tuple(str(label) for label in labels))
 
 
-def _cumcount(keys: np.ndarray) -> np.ndarray:
-    """Per element: how many earlier elements share its key (row order); int32 (the
-    counts and positions, below the element count, fit), int64 past 2**31 elements."""
-    n = keys.size
-    small = np.int32 if n <= np.iinfo(np.int32).max else np.int64
-    out = np.empty(n, dtype=small)
-    if n == 0:
-        return out
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    new_run = np.empty(n, dtype=bool)
-    new_run[0] = True
-    np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=new_run[1:])
-    del sorted_keys  # a few int64 arrays of the events at a time, not six
-    position = np.arange(n, dtype=small)
-    run_start = np.where(new_run, position, 0)
-    del new_run
-    np.maximum.accumulate(run_start, out=run_start)
-    position -= run_start
-    del run_start
-    out[order] = position
-    return out
-
-
 def assign_instances(events: pd.DataFrame) -> pd.DataFrame:
     """Add ``key_group`` and ``key_instance`` identifying each event's occurrence."""
-    code, names, instance = _instance_keys(events, _texts(events["op"]), events["rank"].to_numpy())
+    code, names, instance = instance_keys(events)
     key_group = np.asarray(names, dtype=object)[code] if len(code) else np.zeros(0, object)
     return events.assign(key_group=key_group, key_instance=instance)
 
@@ -316,7 +291,7 @@ def build_program_from_columns(
     code_first = code[first_row] if G else np.zeros(0, dtype=np.int64)
     inst_first = instance[first_row] if G else np.zeros(0, dtype=np.int64)
     del code, instance
-    seen = set(_distinct(rank).tolist())
+    seen = set(sorted_distinct(rank).tolist())
     names_arr = np.asarray(names, dtype=object)
 
     # duplicate contributions: the first row (file order) of any duplicated (occ, rank)

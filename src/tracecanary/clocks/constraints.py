@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracecanary.matching import _group_occurrences, _instance_keys
+from tracecanary.matching import _group_occurrences, instance_keys
 
 SYMMETRIC_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier")
 ROOT_STARTS_OPS = ("broadcast",)  # each non-root's end after the root's start
@@ -140,7 +140,7 @@ def collect_constraints(
     starter = sym | (root_starts & is_root) | (root_ends & ~is_root) | send
     custom = is_op([o for o in op_names if o.startswith("custom:")])
 
-    code, _, instance = _instance_keys(ev)
+    code, _, instance = instance_keys(ev)
     occ_of = _group_occurrences(code, instance).occ_of
     span = (int(start.min()), int(end.max())) if n else (0, 0)
     dom_lo = np.full(D, np.iinfo(np.int64).max, dtype=np.int64)

@@ -29,6 +29,7 @@ import numpy as np
 from tracecanary.canonical import atomic_output, canonical_json_bytes, sha256_bytes
 from tracecanary.compile import jsonvec as jv
 from tracecanary.errors import ExportRefused
+from tracecanary.factorize import cumcount
 from tracecanary.formats.ids import TRACE_FORMAT
 from tracecanary.program import Program
 
@@ -37,19 +38,6 @@ _P2P = re.compile(r"^p2p:(\d+)->(\d+)$")
 
 def _text(b: bytes) -> str:
     return b.decode("utf-8")[:-1]  # canonical JSON without the trailing newline
-
-
-def _cumcount(keys: np.ndarray) -> np.ndarray:
-    """Per row, how many earlier rows have the same key (as pandas'
-    ``groupby(keys).cumcount()``), by one stable sort."""
-    n = len(keys)
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-    run_start = np.repeat(starts, np.diff(np.append(starts, n)))
-    out = np.empty(n, dtype=np.int64)
-    out[order] = np.arange(n, dtype=np.int64) - run_start
-    return out
 
 
 def _group_list(program: Program, m_occ: np.ndarray, ranks: np.ndarray) -> list[dict]:
@@ -80,8 +68,8 @@ def trace_bytes(program: Program, meta: dict, *, lines: bool = False) -> bytes:
     issue = program.issue_ns()
     skew = program.member_column("skew_ns", np.int64) if program.skew_known else 0
     ts = issue[m_occ] + skew
-    seq = _cumcount(ranks)
-    instance = _cumcount(program.factorized("group", sort=False)[0])
+    seq = cumcount(ranks).astype(np.int64)
+    instance = cumcount(program.factorized("group", sort=False)[0]).astype(np.int64)
 
     groups = program.column("group", object)
     occ_op = program.column("op", object)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tracecanary.factorize import sorted_distinct
 from tracecanary.formats.ids import VERIFICATION_FORMAT as FORMAT
 from tracecanary.formats.schemas import validate
 from tracecanary.limits import load_yaml
@@ -203,7 +204,7 @@ def tail_recall(
     in_source, tail_latency = _last_latency(source_ids, source_latency, wanted)
     if in_source.all():
         boundary = tail_latency == tail_latency.min()
-        tied = _distinct(source_ids[source_latency == tail_latency.min()])
+        tied = sorted_distinct(source_ids[source_latency == tail_latency.min()])
         if tied.size > np.count_nonzero(boundary):  # the list named some by index only
             found_tied, tied_latency = _last_latency(ids, lat, tied)
             filled = min(
@@ -212,13 +213,6 @@ def tail_recall(
             )
             return (int(np.count_nonzero(kept & ~boundary)) + filled) / len(tail_ids)
     return int(np.count_nonzero(kept)) / len(tail_ids)
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """The distinct values, ascending: ``np.unique(values)`` (which imports numpy.ma,
-    17 ms)."""
-    ordered = np.sort(values)
-    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))[: ordered.size]]
 
 
 def _tail_ids(metrics: dict) -> list[int]:

@@ -43,6 +43,7 @@ from tracecanary.compile.expand import (
 )
 from tracecanary.compile.source import SourceSerialization, serialize_source
 from tracecanary.errors import InputError
+from tracecanary.factorize import sorted_distinct
 from tracecanary.program import OCCURRENCE_COLUMNS, Program
 from tracecanary.verify.text_rows import arrow_differs, text_rows
 
@@ -406,7 +407,7 @@ class _TimingCheck:
             del key
             above = np.flatnonzero(per_occ > budget_occ[lo:hi])
             if above.size:
-                ks, first = _first_of_each(k[above])
+                ks, first = sorted_distinct(k[above], return_index=True)
                 fresh = over_at[ks] < 0
                 over_at[ks[fresh]] = lo + above[first[fresh]]
                 over_value[ks[fresh]] = per_occ[above[first[fresh]]]
@@ -435,15 +436,6 @@ class _TimingCheck:
                     )
                 )
         return out
-
-
-def _first_of_each(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the distinct values ascending, where each first appears): ``np.unique(values,
-    return_index=True)`` (which imports numpy.ma, 17 ms)."""
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    first = np.concatenate(([True], ordered[1:] != ordered[:-1]))[: ordered.size]
-    return ordered[first], order[first]
 
 
 def _partition(name: str, intervals: list[dict], stop: int) -> tuple[np.ndarray, np.ndarray]:
