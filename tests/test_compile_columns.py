@@ -8,7 +8,6 @@ row, non-ASCII text, a text column whose literals repeat."""
 
 from __future__ import annotations
 
-import contextlib
 import pickle
 import subprocess
 import sys
@@ -16,67 +15,21 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from column_form import column_dicts, held_as_columns, pandas_from
 
-from tracecanary import factorize as fz
 from tracecanary.canonical import canonical_json_bytes
 from tracecanary.compile.budget import parse_budget
 from tracecanary.compile.canary import compile_program
 from tracecanary.compile.execution import largest_member_skew, tail_occurrences
 from tracecanary.compile.repetition import repetition_profile
 from tracecanary.program import (
-    MEMBER_COLUMNS,
-    OCCURRENCE_COLUMNS,
     SIGNATURE_COLUMNS,
     Program,
-    TextColumn,
     make_program,
 )
 from tracecanary.synth.examples import decode_like_program, random_program
 
 BUDGET = "skew=20ns,overlap=30ns,gap=40ns,latency=30ns"
-
-
-@contextlib.contextmanager
-def pandas_from(rows: int):
-    """Arrays of at least ``rows`` elements go to pandas (0: all; 1 << 62: none)."""
-    saved = fz.PANDAS_MIN_ROWS
-    fz.PANDAS_MIN_ROWS = rows
-    try:
-        yield
-    finally:
-        fz.PANDAS_MIN_ROWS = saved
-
-
-def column_dicts(program: Program, *, repeat_literals: bool = True) -> tuple[dict, dict]:
-    """The program's columns as numpy arrays; text as a ``TextColumn`` whose literals
-    appear twice (odd rows use the second copy) or, without ``repeat_literals``, as
-    object arrays."""
-    occ = {}
-    for name in program.column_names:
-        if OCCURRENCE_COLUMNS.get(name) != "str":
-            occ[name] = np.array(program.column(name))
-        elif repeat_literals:
-            codes, literals = program.factorized(name, sort=False)
-            shifted = codes + len(literals) * (np.arange(len(codes)) % 2)
-            occ[name] = TextColumn(shifted.astype(np.int64), literals + literals)
-        else:
-            occ[name] = np.array(program.column(name), dtype=object)
-    return occ, {name: np.array(program.member_column(name)) for name in MEMBER_COLUMNS}
-
-
-def held_as_columns(program: Program, *, repeat_literals: bool = True) -> Program:
-    occ, mem = column_dicts(program, repeat_literals=repeat_literals)
-    held = Program.from_columns(
-        occ,
-        mem,
-        world_size=program.world_size,
-        skew_known=program.skew_known,
-        skew_reason=program.skew_reason,
-        notes=program.notes,
-        skew_uncertainty_ns=program.skew_uncertainty_ns,
-    )
-    assert held.holds_columns
-    return held
 
 
 def unicode_program(n: int = 120) -> Program:
@@ -147,7 +100,8 @@ def test_a_program_held_as_columns_compiles_to_the_canary_of_its_dataframes(kind
         for repeat_literals in (True, False):
             with pandas_from(rows):
                 got = canary_bytes(
-                    held_as_columns(frames, repeat_literals=repeat_literals), SETTINGS[setting]
+                    held_as_columns(frames, "repeated" if repeat_literals else "objects"),
+                    SETTINGS[setting],
                 )
             assert got == want, (rows, repeat_literals)
     with pandas_from(1 << 62):
@@ -156,8 +110,8 @@ def test_a_program_held_as_columns_compiles_to_the_canary_of_its_dataframes(kind
 
 def _signature_forms(program: Program):
     yield "frames", program
-    yield "columns", held_as_columns(program)
-    yield "objects", held_as_columns(program, repeat_literals=False)
+    yield "columns", held_as_columns(program, "repeated")
+    yield "objects", held_as_columns(program, "objects")
 
 
 @pytest.mark.parametrize("kind", sorted(PROGRAMS))
@@ -205,7 +159,7 @@ def test_tail_rules_and_repetition_profile_are_the_same_in_either_form(kind):
     assert want_tail.any()  # the rules flag something: a difference would show
     for rows in (0, 1 << 62):
         with pandas_from(rows):
-            columns = held_as_columns(frames)
+            columns = held_as_columns(frames, "repeated")
             assert tail_occurrences(columns, 1.5, 1.5).tolist() == want_tail.tolist()
             assert largest_member_skew(columns).tolist() == want_skew.tolist()
             assert repetition_profile(columns) == want_profile
@@ -214,7 +168,7 @@ def test_tail_rules_and_repetition_profile_are_the_same_in_either_form(kind):
 
 def test_make_program_holding_columns_builds_make_programs_dataframes():
     program = unicode_program(30)
-    occ, mem = column_dicts(program)
+    occ, mem = column_dicts(program, "repeated")
     occ = {k: v for k, v in occ.items() if k not in ("occ", "weight", "tail")}  # defaults
     held = make_program(dict(occ), dict(mem), world_size=2, skew_known=True, columns=True)
     plain = make_program(dict(occ), dict(mem), world_size=2, skew_known=True)
@@ -271,7 +225,7 @@ sys.stdout.buffer.write(pickle.dumps(out))
 
 def test_a_program_held_as_columns_compiles_with_pandas_and_pyarrow_forbidden():
     frames = random_program(21, 200)
-    occ, mem = column_dicts(frames)
+    occ, mem = column_dicts(frames, "repeated")
     attributes = {"world_size": frames.world_size, "skew_known": frames.skew_known}
     runs = [(None, None), (BUDGET, None), (BUDGET, {"max_executed_repeats": 2})]
     done = subprocess.run(

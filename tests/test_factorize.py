@@ -5,11 +5,10 @@ values. And the skew-vector ids fall back to exact vectors where the row hash co
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pandas as pd
 import pytest
+from column_form import pandas_from
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,17 +41,6 @@ def test_numpy_factorize_is_pandas_factorize(values):
     assert codes.tolist() == want_codes.tolist()
     assert uniques.tolist() == want_uniques.tolist()
     assert fz.first_rows(codes).tolist() == [values.index(v) for v in uniques.tolist()]
-
-
-@contextlib.contextmanager
-def pandas_from(rows: int):
-    """Arrays of at least ``rows`` elements go to pandas (0: all; 1 << 62: none)."""
-    saved = fz.PANDAS_MIN_ROWS
-    fz.PANDAS_MIN_ROWS = rows
-    try:
-        yield
-    finally:
-        fz.PANDAS_MIN_ROWS = saved
 
 
 @settings(max_examples=100, deadline=None)

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from column_form import held_as_columns
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +24,7 @@ from tracecanary.compile import tracefile
 from tracecanary.compile.source import serialize_source
 from tracecanary.compile.tracefile import trace_bytes, trace_meta
 from tracecanary.factorize import PANDAS_MIN_ROWS
-from tracecanary.program import MEMBER_COLUMNS, OCCURRENCE_COLUMNS, Program, TextColumn
+from tracecanary.program import Program
 from tracecanary.synth.examples import random_program
 
 BUILDERS = (jv.ARROW, jv.PYTHON)
@@ -164,28 +165,6 @@ def test_the_builder_is_picked_by_size_where_the_compiler_picks_pandas():
     assert jv.builder(PANDAS_MIN_ROWS) is jv.ARROW
 
 
-def column_form(program: Program, text: str) -> Program:
-    """``program`` held as column arrays, text as ``TextColumn`` (``text="codes"``) or
-    as object arrays of str."""
-
-    def value(name: str):
-        if OCCURRENCE_COLUMNS.get(name) != "str":
-            return np.array(program.column(name))
-        if text == "codes":
-            return TextColumn(*program.factorized(name, sort=False))
-        return np.array(program.column(name, object))
-
-    return Program.from_columns(
-        {name: value(name) for name in program.column_names},
-        {m: np.array(program.member_column(m)) for m in MEMBER_COLUMNS},
-        world_size=program.world_size,
-        skew_known=program.skew_known,
-        skew_reason=program.skew_reason,
-        notes=program.notes,
-        skew_uncertainty_ns=program.skew_uncertainty_ns,
-    )
-
-
 def unusual(program: Program, seed: int) -> Program:
     """``program`` with non-ASCII / escaped texts, extreme integers and odd weights (the
     cases where two text builders could part)."""
@@ -235,8 +214,8 @@ def test_a_program_has_the_same_bytes_by_either_builder_and_in_either_form(
     with every_column_by(jv.PYTHON):
         assert outputs(program) == want
         for text in ("codes", "objects"):
-            assert outputs(column_form(program, text)) == want
-    assert outputs(column_form(program, "codes")) == want  # the size's own pick
+            assert outputs(held_as_columns(program, text)) == want
+    assert outputs(held_as_columns(program, "codes")) == want  # the size's own pick
 
 
 def test_ranks_too_spread_for_a_table_have_the_same_bytes_by_either_builder():
@@ -275,7 +254,7 @@ def test_the_trace_group_list_is_the_pandas_one(groups, data):
         for g, rs in frame.drop_duplicates(["group", "rank"]).groupby("group", sort=True)["rank"]
     ]
     assert tracefile._group_list(program, m_occ, ranks) == want
-    assert tracefile._group_list(column_form(program, "codes"), m_occ, ranks) == want
+    assert tracefile._group_list(held_as_columns(program, "codes"), m_occ, ranks) == want
 
 
 # a fresh process with pandas and pyarrow imports forbidden serializes a column-form
@@ -305,7 +284,7 @@ def test_a_small_column_form_program_is_written_without_pandas_or_pyarrow():
     import pickle
 
     program = unusual(random_program(11, 30, world_size=4), 11)
-    held = column_form(program, "codes")
+    held = held_as_columns(program, "codes")
     run = subprocess.run(
         [sys.executable, "-c", NO_ARROW_RUN],
         input=pickle.dumps(held),

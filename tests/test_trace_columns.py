@@ -136,9 +136,36 @@ def test_json_trace_read_as_columns_gives_the_program_ingest_gives(tmp_path, nam
     _assert_same_program(direct, _through_ingest(path, tmp_path))
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+def _set(index, field, value):
+    def fn(doc):
+        doc["events"][index][field] = value
+
+    return fn
+
+
+def _declare_solo(doc):
+    doc["groups"].append({"id": "solo", "ranks": [0]})
+
+
+REFUSALS = {
+    **CASES,
+    # small_trace: events 0-8 are rank 0's all_reduce, broadcast (root 0), send (peer 1)
+    "root_outside_group": (
+        lambda d: (_declare_solo(d), d["events"][7].update(group="solo", root=1)),
+        7,
+        "root",
+    ),
+    "peer_equals_rank": (_set(2, "peer", 0), 2, "peer"),
+    "peer_outside_world": (_set(2, "peer", 5), 2, "peer"),
+    "root_on_all_reduce": (_set(0, "root", 0), 0, "root"),
+    "duplicate_seq": (_set(1, "seq", 0), 1, "seq"),
+    "empty_group": (_set(3, "group", ""), 3, "group"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
 def test_json_trace_read_as_columns_refuses_what_ingest_refuses(tmp_path, case):
-    mutate, record, field = CASES[case]
+    mutate, record, field = REFUSALS[case]
     path = write_doc(_mutate(small_trace(), mutate), tmp_path / "bad.json")
     with pytest.raises(InputError) as direct:
         load_program(path, executed=False)

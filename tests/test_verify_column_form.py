@@ -16,6 +16,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
+from column_form import held_as_columns
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_commitments_chunked import CASES, _case, _fingerprint
@@ -24,7 +25,7 @@ from tracecanary.canonical import canonical_json_bytes
 from tracecanary.compile.budget import parse_budget
 from tracecanary.compile.canary import compile_program
 from tracecanary.compile.source import serialize_source
-from tracecanary.program import MEMBER_COLUMNS, OCCURRENCE_COLUMNS, Program, TextColumn
+from tracecanary.program import Program, TextColumn
 from tracecanary.sim.backends import load_backends
 from tracecanary.synth.examples import decode_like_program, random_program
 from tracecanary.verify import commitments
@@ -33,30 +34,6 @@ from tracecanary.verify.commitments import verify_commitments
 from tracecanary.verify.text_rows import TextRows, arrow_differs, text_rows
 
 TEXT_FORMS = ("codes", "objects")
-
-
-def column_form(program: Program, text: str = "codes") -> Program:
-    """``program``'s values held as column arrays: text as a ``TextColumn`` (``codes``)
-    or an object array of str (``objects``), the other columns as numpy copies."""
-
-    def text_column(name: str):
-        column = TextColumn(*program.factorized(name, sort=False))
-        return column if text == "codes" else column.values()
-
-    occurrences = {
-        name: text_column(name) if kind == "str" else np.array(program.column(name))
-        for name, kind in OCCURRENCE_COLUMNS.items()
-    }
-    members = {name: np.array(program.member_column(name)) for name in MEMBER_COLUMNS}
-    return Program.from_columns(
-        occurrences,
-        members,
-        world_size=program.world_size,
-        skew_known=program.skew_known,
-        skew_reason=program.skew_reason,
-        notes=program.notes,
-        skew_uncertainty_ns=program.skew_uncertainty_ns,
-    )
 
 
 def _with_text(program: Program, col: str, rows: dict[int, str]) -> Program:
@@ -83,7 +60,7 @@ def test_each_pinned_case_gives_its_mismatches_on_a_column_form_source(
     source, canary = _case(name)
     if chunk is not None:
         monkeypatch.setattr(commitments, "CHUNK_MEMBERS", chunk)
-    assert _fingerprint(verify_commitments(column_form(source, text), canary)) == CASES[name][1]
+    assert _fingerprint(verify_commitments(held_as_columns(source, text), canary)) == CASES[name][1]
 
 
 def _source_text_changes() -> list[tuple[str, str, dict[int, str]]]:
@@ -117,7 +94,7 @@ def test_text_changed_in_the_source_is_named_alike_in_both_forms(col, what, rows
     for chunk in (commitments.CHUNK_MEMBERS, 1, 7):
         try:
             saved, commitments.CHUNK_MEMBERS = commitments.CHUNK_MEMBERS, chunk
-            assert verify_commitments(column_form(frames, text), canary) == expected
+            assert verify_commitments(held_as_columns(frames, text), canary) == expected
         finally:
             commitments.CHUNK_MEMBERS = saved
 
@@ -126,7 +103,7 @@ def test_repeated_literals_in_a_source_text_column_are_one_text():
     """A ``TextColumn`` may name one text by two literals: rows stay equal to the canary's."""
     program = random_program(5, 60)
     canary = compile_program(program)
-    held = column_form(program)
+    held = held_as_columns(program)
     op = held.raw_column("op")
     doubled = TextColumn(
         np.where(np.arange(len(op)) % 2 == 1, op.codes + len(op.literals), op.codes),
@@ -178,12 +155,12 @@ def test_text_rows_are_arrows_only_where_the_source_holds_columns_of_str():
     literals = [s["op"] for s in compile_program(program)["signatures"]]
     assert text_rows(program, "op", literals, 4) is None  # DataFrames: Arrow
     for text in TEXT_FORMS:
-        held = column_form(program, text)
+        held = held_as_columns(program, text)
         assert isinstance(text_rows(held, "op", literals, 4), TextRows)
         assert text_rows(held, "op", [*literals, 7], 4) is None  # not text: pandas decides
-    values = column_form(program, "objects").column("op").copy()
+    values = held_as_columns(program, "objects").column("op").copy()
     values[9] = None
-    odd = column_form(program, "objects").with_column("op", values)
+    odd = held_as_columns(program, "objects").with_column("op", values)
     assert text_rows(odd, "op", literals, 4) is None
     assert held.holds_columns and odd.holds_columns
 
@@ -250,7 +227,7 @@ def test_verify_behavior_of_a_column_form_source_is_the_document_of_its_frames(c
     backends, tolerances = load_backends(None), load_tolerances(None)
     kwargs = {"source_digest": "s", "canary_digest": "c"}
     expected = verify_behavior(frames, canary, backends, tolerances, **kwargs)
-    held = column_form(frames, text)
+    held = held_as_columns(frames, text)
     # the source's serialization is compile.source's (the same bytes from either form,
     # tests/test_compile_source.py): made here from the frames, so that what is watched
     # is the verifier's own reading of the Program

@@ -313,18 +313,25 @@ def check_events(path: str, first_index: int, ev: EventColumns, state: TraceStat
     against the trace's header and the events before it; return their issue times
     (module doc)."""
     n = ev.n
-    for name in ("rank", "seq", "op", "bytes", "dtype", "group"):
-        row = _first_false(ev.has(name))
+
+    def require(ok: np.ndarray, field: str, why, cls=SchemaError) -> None:
+        """Refuse the first event where ``ok`` is False; ``why(row)`` says what is wrong."""
+        row = _first_false(ok)
         if row is not None:
-            _refuse_at(path, first_index, row, name, "required field missing")
+            raise cls(why(row), file=path, record=first_index + row, field=field)
+
+    def text(name: str):
+        return lambda row: ev.text(name, row)
+
+    for name in ("rank", "seq", "op", "bytes", "dtype", "group"):
+        require(ev.has(name), name, lambda row: "required field missing")
     # one min/max pass per integer column decides both the sign and the limit checks
     # (an absent value is held as 0: neither negative nor over a limit); rows are
     # located only when a check fails
     for name in _NON_NEGATIVE_FIELDS:
         values = ev.ints[name]
         if n and values.min() < 0:
-            row = int(np.flatnonzero(values < 0)[0])
-            _refuse_at(path, first_index, row, name, f"must be non-negative, got {values[row]}")
+            require(values >= 0, name, lambda row, v=values: f"must be non-negative, got {v[row]}")
     limits = state.limits
     for name, limit_name in _LIMITED_FIELDS:
         values = ev.ints[name]
@@ -338,111 +345,67 @@ def check_events(path: str, first_index: int, ev: EventColumns, state: TraceStat
     # (custom ops, or unknown ones) are matched against the pattern
     op_codes, op_labels = ev.texts["op"]
     op_index = _label_lookup(op_labels, _OP_INDEX)[op_codes]
+    op = text("op")
     if (op_index < 0).any():
         valid = np.array([OP_RE.fullmatch(label) is not None for label in op_labels] + [False])
-        row = _first_false(valid[op_codes])
-        if row is not None:
-            _refuse_at(
-                path,
-                first_index,
-                row,
-                "op",
-                f"unknown op {ev.text('op', row)!r}: use a known op or custom:<name>",
-            )
+        require(
+            valid[op_codes],
+            "op",
+            lambda row: f"unknown op {op(row)!r}: use a known op or custom:<name>",
+        )
     for name in ("dtype", "group"):
         codes, labels = ev.texts[name]
         empty = np.array([label == "" for label in labels] + [False])
-        row = _first_false(~empty[codes])
-        if row is not None:
-            _refuse_at(path, first_index, row, name, "must not be empty")
+        require(~empty[codes], name, lambda row: "must not be empty")
 
     rank = ev.ints["rank"]
     seq = ev.ints["seq"]
-    row = _first_false(rank < state.world_size)
-    if row is not None:
-        _refuse_at(
-            path,
-            first_index,
-            row,
-            "rank",
-            f"rank {rank[row]} outside world_size {state.world_size}",
-        )
+    world = state.world_size
+    require(rank < world, "rank", lambda row: f"rank {rank[row]} outside world_size {world}")
     group_codes, group_labels = ev.texts["group"]
     gindex = _label_lookup(group_labels, state.declared)[group_codes]
-    row = _first_false(gindex >= 0)
-    if row is not None:
-        _refuse_at(
-            path, first_index, row, "group", f"group {ev.text('group', row)!r} is not declared"
-        )
-
-    def group_of(row: int) -> str | None:
-        return ev.text("group", row)
-
+    group = text("group")
+    require(gindex >= 0, "group", lambda row: f"group {group(row)!r} is not declared")
     member = state.member
-    row = _first_false(member[gindex, rank])
-    if row is not None:
-        _refuse_at(
-            path,
-            first_index,
-            row,
-            "rank",
-            f"rank {rank[row]} is not a member of group {group_of(row)!r}",
-        )
+    require(
+        member[gindex, rank],
+        "rank",
+        lambda row: f"rank {rank[row]} is not a member of group {group(row)!r}",
+    )
 
     is_p2p = _IS_P2P[op_index]
     is_rooted = _IS_ROOTED[op_index]
     peer_valid = ev.has("peer")
     root_valid = ev.has("root")
-    row = _first_false(~is_p2p | peer_valid)
-    if row is not None:
-        _refuse_at(path, first_index, row, "peer", f"{ev.text('op', row)} needs a peer rank")
-    row = _first_false(is_p2p | ~peer_valid)
-    if row is not None:
-        _refuse_at(path, first_index, row, "peer", f"peer is meaningless for {ev.text('op', row)}")
-    row = _first_false(~is_rooted | root_valid)
-    if row is not None:
-        _refuse_at(path, first_index, row, "root", f"{ev.text('op', row)} needs a root rank")
-    row = _first_false(is_rooted | ~root_valid)
-    if row is not None:
-        _refuse_at(path, first_index, row, "root", f"root is meaningless for {ev.text('op', row)}")
+    require(~is_p2p | peer_valid, "peer", lambda row: f"{op(row)} needs a peer rank")
+    require(is_p2p | ~peer_valid, "peer", lambda row: f"peer is meaningless for {op(row)}")
+    require(~is_rooted | root_valid, "root", lambda row: f"{op(row)} needs a root rank")
+    require(is_rooted | ~root_valid, "root", lambda row: f"root is meaningless for {op(row)}")
     peer = ev.ints["peer"]
     root = ev.ints["root"]
-    row = _first_false(
-        ~is_p2p
-        | ((peer < state.world_size) & member[gindex, np.minimum(peer, state.world_size - 1)])
+
+    def in_group(values: np.ndarray) -> np.ndarray:
+        """Per event: whether ``values`` (a peer or a root rank) is a member of its group."""
+        return (values < world) & member[gindex, np.minimum(values, world - 1)]
+
+    require(
+        ~is_p2p | in_group(peer),
+        "peer",
+        lambda row: f"peer {peer[row]} is not a member of group {group(row)!r}",
     )
-    if row is not None:
-        _refuse_at(
-            path,
-            first_index,
-            row,
-            "peer",
-            f"peer {peer[row]} is not a member of group {group_of(row)!r}",
-        )
-    row = _first_false(~is_p2p | (peer != rank))
-    if row is not None:
-        _refuse_at(path, first_index, row, "peer", "peer equals the rank itself")
-    row = _first_false(
-        ~is_rooted
-        | ((root < state.world_size) & member[gindex, np.minimum(root, state.world_size - 1)])
+    require(~is_p2p | (peer != rank), "peer", lambda row: "peer equals the rank itself")
+    require(
+        ~is_rooted | in_group(root),
+        "root",
+        lambda row: f"root {root[row]} is not a member of group {group(row)!r}",
     )
-    if row is not None:
-        _refuse_at(
-            path,
-            first_index,
-            row,
-            "root",
-            f"root {root[row]} is not a member of group {group_of(row)!r}",
-        )
 
     # timing
     has_ts = ev.has("ts_ns")
     has_gap = ev.has("gap_ns")
-    row = _first_false(has_ts | has_gap)
-    if row is not None:
-        _refuse_at(
-            path, first_index, row, "gap_ns", "event has neither ts_ns nor gap_ns", TimingError
-        )
+    require(
+        has_ts | has_gap, "gap_ns", lambda row: "event has neither ts_ns nor gap_ns", TimingError
+    )
     ts = ev.ints["ts_ns"]
     gap = ev.ints["gap_ns"]
     # every value is <= max_time_ns < 2**63; issue times add gaps to the latest issue,

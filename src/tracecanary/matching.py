@@ -31,9 +31,7 @@ from tracecanary.factorize import cumcount, factorize, sorted_distinct
 from tracecanary.program import (
     MEMBER_COLUMNS,
     MEMBER_INDEX_LIMIT,
-    OCCURRENCE_COLUMNS,
     Program,
-    TextColumn,
     make_program,
 )
 
@@ -276,8 +274,8 @@ def build_program_from_columns(
     released while the occurrences are built. The peak is a few arrays per event (int32
     where the values are indices or counts below the event count) on top of the columns
     in use, not a table of Python objects. The same program and refusals as
-    ``build_program``; ``frames``: its tables as DataFrames (``make_program``), else as
-    column arrays (``Program.from_columns``, no pandas needed)."""
+    ``build_program``; ``frames``: its tables as DataFrames, else as column arrays
+    (``make_program(..., columns=True)``: no pandas needed)."""
     op = _texts(columns.pop("op"))
     rank = _member_ranks(columns.pop("rank"))
     code, names, instance = _instance_keys(columns, op, rank)
@@ -526,16 +524,6 @@ def build_program_from_columns(
         skew_ns = np.zeros(len(mem_order), dtype=np.int64)
         del mem_order
     del T
-    if not frames:
-        return _column_program(
-            occurrence_columns,
-            {"occ": member_occ, "rank": rank, "skew_ns": skew_ns},
-            world_size=world_size,
-            skew_known=skew_known,
-            skew_reason=skew_reason,
-            notes=tuple(notes),
-            skew_uncertainty_ns=int(status.uncertainty_ns or 0) if skew_known else 0,
-        )
     return make_program(
         occurrence_columns,
         {"occ": member_occ, "rank": rank, "skew_ns": skew_ns},
@@ -545,24 +533,8 @@ def build_program_from_columns(
         notes=notes,
         skew_uncertainty_ns=status.uncertainty_ns or 0,
         take_columns=True,  # every array above is this call's own: no copy
+        columns=not frames,
     )
-
-
-def _column_program(occurrences: dict, members: dict, **attributes) -> Program:
-    """``make_program`` of matching's columns as column arrays (``Program.from_columns``,
-    texts as ``TextColumn``): the same program, built without pandas."""
-    n = len(occurrences["op"])
-    columns = {"occ": np.arange(n, dtype=np.int64), "weight": np.ones(n, dtype=np.float64)}
-    columns.update(occurrences)
-    for name, kind in OCCURRENCE_COLUMNS.items():
-        if kind == "str":
-            index: dict[str, int] = {}
-            codes = [index.setdefault(text, len(index)) for text in columns[name].tolist()]
-            columns[name] = TextColumn(np.array(codes, dtype=np.int64).reshape(n), tuple(index))
-    if n > MEMBER_INDEX_LIMIT:  # as make_program refuses it
-        raise MergeError(f"{n} occurrences: more than a program holds", field="occ")
-    ordered = {name: columns[name] for name in OCCURRENCE_COLUMNS}
-    return Program.from_columns(ordered, members, **attributes)
 
 
 def _member_ranks(column: pd.Series | IntColumn) -> np.ndarray:
