@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "formatting",
             "progress",
             "memory",
+            "blas_threads",
             "grouped",
             "ports",
             "factorize",

@@ -13,7 +13,6 @@ import contextvars
 import hashlib
 import json
 import os
-import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -199,6 +198,8 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
             continue
         path = Path(entry.path)
         if entry.is_dir(follow_symlinks=False):
+            import shutil  # only where a directory is removed: a file output needs none
+
             shutil.rmtree(path, ignore_errors=True)
         else:
             with contextlib.suppress(OSError):
@@ -277,6 +278,8 @@ def atomic_output(
         if directory:
             os.chmod(tmp, 0o755)
             if target.exists():
+                import shutil
+
                 shutil.rmtree(target)
             os.replace(tmp, target)
         else:
@@ -284,6 +287,8 @@ def atomic_output(
             os.replace(tmp, target)
     except BaseException:
         if tmp.is_dir():
+            import shutil
+
             shutil.rmtree(tmp, ignore_errors=True)
         else:
             with contextlib.suppress(FileNotFoundError):
