@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "formatting",
             "progress",
             "memory",
-            "blas_threads",
+            "command_process",
             "grouped",
             "ports",
             "factorize",

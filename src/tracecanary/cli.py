@@ -99,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     ``tracecanary`` command). A stage that streams through memory (``streams_memory``
     set by its parser) gets the process policy of ``tracecanary.memory`` only when the
     command is the process, never when ``main`` is called with arguments inside another
-    program (a workflow job, a test, a user's script); so does the one-thread BLAS of
-    ``tracecanary.blas_threads``."""
+    program (a workflow job, a test, a user's script); so are the one-thread BLAS and the
+    collector's threshold of ``tracecanary.command_process``."""
     from tracecanary import progress
 
     quiet_before = progress.quiet()
@@ -114,10 +114,10 @@ def _run_stage(argv: list[str] | None) -> int:
     """``main`` less the restoring of ``--quiet``."""
     owns_process = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
-    if owns_process:  # before any stage imports NumPy
-        from tracecanary.blas_threads import load_numpy_blas_single_threaded
+    if owns_process:  # before any stage imports NumPy (a second call changes nothing)
+        from tracecanary.command_process import take_the_process
 
-        load_numpy_blas_single_threaded()
+        take_the_process()
     parser = build_parser(only=chosen_command_module(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -1,6 +1,7 @@
 """A ``tracecanary`` command loads NumPy's BLAS with one thread, leaves the environment its
-children inherit as the user set it, and respects a thread count the user chose;
-``cli.main`` called inside another program leaves that program's NumPy alone."""
+children inherit as the user set it, respects a thread count the user chose, and raises
+the collector's youngest threshold so that a small command never collects; ``cli.main``
+called inside another program leaves that program's NumPy and collector alone."""
 
 from __future__ import annotations
 
@@ -12,18 +13,37 @@ from pathlib import Path
 
 import pytest
 
+from tracecanary.command_process import YOUNG_GENERATION_THRESHOLD
+
 from tests.conftest import small_trace, write_doc
 
 REPO = Path(__file__).resolve().parents[1]
 
 PROBE = """
-import json, os, sys
+import gc, json, os, runpy, sys
 {before}
 sys.argv = ["tracecanary", "compile", sys.argv[1], "--lossless", "-o", sys.argv[2]]
-from tracecanary.cli import main
+collections = []  # (threshold in force, generation) of each collection in the command
+gc.callbacks.append(
+    lambda phase, info: phase == "start"
+    and collections.append((gc.get_threshold()[0], info["generation"]))
+)
+
+def as_python_m_tracecanary():
+    try:
+        runpy.run_module("tracecanary", run_name="__main__", alter_sys=True)
+    except SystemExit as stop:
+        return stop.code
+
+def main(*args):
+    from tracecanary.cli import main
+    return main(*args)
+
 code = {call}
 print(json.dumps({{
     "code": code,
+    "gc_threshold": list(gc.get_threshold()),
+    "collections": collections,
     "numpy": "numpy" in sys.modules,
     "threads": len(os.listdir("/proc/self/task")),
     "env": {{k: v for k, v in os.environ.items() if k.endswith("_NUM_THREADS")}},
@@ -39,7 +59,12 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _probe(tmp_path: Path, *, before: str = "", call: str = "main()", **env: str) -> dict:
+def _probe(
+    tmp_path: Path, *, before: str = "", call: str = "as_python_m_tracecanary()", **env: str
+) -> dict:
+    """What a compile of a small trace left in its process: ``call`` runs it as ``python
+    -m tracecanary`` does (default), as the console script does (``main()``) or as a
+    program calling ``main(argv)``."""
     script = PROBE.format(before=before, call=call)
     trace = write_doc(small_trace(), tmp_path / "trace.json")
     out = subprocess.run(
@@ -68,10 +93,11 @@ def numpy_threads_by_default() -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+@pytest.mark.parametrize("call", ["as_python_m_tracecanary()", "main()"])
 def test_a_command_loads_numpy_with_one_blas_thread_and_restores_the_environment(
-    tmp_path, numpy_threads_by_default
+    tmp_path, numpy_threads_by_default, call
 ):
-    seen = _probe(tmp_path)
+    seen = _probe(tmp_path, call=call)
     assert seen["threads"] == 1
     assert seen["env"] == {}  # what a stage's child processes inherit: the user's own
     assert "_NumpyWithOneThread" not in seen["finders"]
@@ -96,3 +122,21 @@ def test_main_inside_another_program_leaves_its_numpy_alone(tmp_path, numpy_thre
 def test_numpy_already_imported_is_left_as_it_is(tmp_path):
     seen = _probe(tmp_path, before="import numpy")
     assert seen["env"] == {} and "_NumpyWithOneThread" not in seen["finders"]
+
+
+def test_a_small_command_never_collects_and_keeps_the_older_thresholds(tmp_path):
+    import gc
+
+    seen = _probe(tmp_path)
+    assert seen["gc_threshold"] == [YOUNG_GENERATION_THRESHOLD, *gc.get_threshold()[1:]]
+    raised = [c for c in seen["collections"] if c[0] == YOUNG_GENERATION_THRESHOLD]
+    assert not raised
+    assert len(seen["collections"]) <= 2  # at most while importing the set-up itself
+
+
+def test_main_inside_another_program_leaves_its_collector_alone(tmp_path):
+    import gc
+
+    seen = _probe(tmp_path, call="main(sys.argv[1:])")
+    assert seen["gc_threshold"] == list(gc.get_threshold())
+    assert len(seen["collections"]) > 10  # under the program's own threshold
