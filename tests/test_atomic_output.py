@@ -83,3 +83,25 @@ def test_a_file_output_never_replaces_a_fifo(tmp_path):
         pass
     assert (tmp_path / "pipe").is_fifo()
     assert [p.name for p in tmp_path.iterdir()] == ["pipe"]
+
+
+@pytest.mark.parametrize("directory", [False, True])
+def test_a_temporary_is_private_named_for_its_writer_and_never_an_existing_path(
+    tmp_path, monkeypatch, directory
+):
+    from tracecanary import canonical
+
+    target = tmp_path / "out"
+    prefix = canonical._temporary_prefix(target)
+    taken_file = tmp_path / f"{prefix}{'00' * 8}"
+    taken_file.write_text("someone else's")
+    taken_link = tmp_path / f"{prefix}{'01' * 8}"
+    taken_link.symlink_to(tmp_path / "elsewhere")
+    draws = iter([b"\x00" * 8, b"\x01" * 8, b"\x02" * 8])
+    monkeypatch.setattr(canonical.os, "urandom", lambda n: next(draws))
+    made = canonical._new_temporary(target, directory=directory)
+    assert made == tmp_path / f"{prefix}{'02' * 8}"
+    assert stat.S_IMODE(made.stat().st_mode) == (0o700 if directory else 0o600)
+    assert made.is_dir() == directory
+    assert taken_file.read_text() == "someone else's"
+    assert taken_link.is_symlink() and not (tmp_path / "elsewhere").exists()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -314,6 +313,8 @@ def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
         trace = read_json_trace(path) if reads_as_columns(path) else None
         if trace is not None:
             return program_from_trace_columns(trace)
+        import tempfile
+
         from tracecanary.ingest import ingest_files
 
         with tempfile.TemporaryDirectory(prefix="tracecanary-load-") as tmp:
