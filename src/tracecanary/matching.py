@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracecanary.clocks.calibration import ClockMap, mapped_skew_uncertainty_ns
 from tracecanary.clocks.status import SkewStatus, decide_skew
 from tracecanary.columns import CodedText, IntColumn
 from tracecanary.errors import MergeError
@@ -37,6 +36,8 @@ from tracecanary.program import (
 
 if TYPE_CHECKING:  # a Series is read where one is given: numpy columns need no pandas
     import pandas as pd
+
+    from tracecanary.clocks.calibration import ClockMap  # given only where clocks are mapped
 
 TAIL_OVERLAP_FACTOR = 3.0
 _CHUNK = 1 << 20  # member events per step where a whole-trace temporary is avoided
@@ -429,6 +430,8 @@ def build_program_from_columns(
     local = issue if arrival_col is None else _ints(arrival_col).filled(issue)
     del issue, arrival_col
     if clock_map is not None:
+        from tracecanary.clocks.calibration import mapped_skew_uncertainty_ns
+
         mapped = SkewStatus(
             True, uncertainty_ns=mapped_skew_uncertainty_ns(clock_map, sorted(seen))
         )

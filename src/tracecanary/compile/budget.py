@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 
 import numpy as np
 
@@ -26,6 +25,8 @@ MAX_BUDGET_NS = 1 << 59
 
 def parse_duration_ns(text: str, *, field_name: str = "budget") -> int:
     """``'2us'`` -> 2000. Refuses negative, fractional-nanosecond or unit-less garbage."""
+    from decimal import Decimal, InvalidOperation  # only where a duration is read
+
     m = _AMOUNT.match(str(text))
     if not m:
         raise InputError(

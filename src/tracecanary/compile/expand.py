@@ -23,10 +23,8 @@ import numpy as np
 
 from tracecanary.compile import timing
 from tracecanary.compile.budget import FIELDS
-from tracecanary.compile.junctions import junction_delays, segment_starts
 from tracecanary.compile.reductions import executed_selection, read_reductions
 from tracecanary.compile.structure import expand_structure, member_positions, structure_length
-from tracecanary.compile.tracefile import trace_meta
 from tracecanary.errors import InputError, ResourceLimitExceeded
 from tracecanary.limits import current_limits
 from tracecanary.program import (
@@ -355,6 +353,8 @@ def replayed_selection(
     ``select_occurrences`` with each junction's gap plus its junction delay
     (``compile.junctions``; no junction, no change). ``largest_skew``: as
     ``junction_delays`` takes it, when ``program``'s member table is left out."""
+    from tracecanary.compile.junctions import junction_delays  # not on a compile's path
+
     selected = select_occurrences(program, idx, weights)
     delays = junction_delays(program, idx, largest_skew)
     if delays.any():
@@ -446,6 +446,8 @@ def expanded_trace_meta(
             "logical_occ": [int(i) for i in idx],
             "weights": [float(w) for w in weights],
         }
+        from tracecanary.compile.junctions import segment_starts
+
         junctions = segment_starts(idx)[1:]
         if junctions.size:
             extra["execution"]["junctions"] = [int(j) for j in junctions]
@@ -453,4 +455,6 @@ def expanded_trace_meta(
                 "the gap of each executed position in meta.execution.junctions (the first "
                 "after a skipped stretch) is its logical gap plus its junction delay"
             )
+    from tracecanary.compile.tracefile import trace_meta  # gzip: only where a trace is written
+
     return trace_meta(program, source=f"tracecanary expand {canary_name}", notes=notes, extra=extra)
