@@ -58,6 +58,34 @@ def test_cli_startup_imports_no_heavy_libraries():
     assert out.stdout.strip() == "", f"imported at startup: {out.stdout.strip()}"
 
 
+def test_a_stage_parser_and_its_help_import_no_shutil():
+    """argparse's formatter imports shutil (and zlib, bz2, lzma) to ask the terminal's
+    width; ours asks it without. Run without site hooks (``-S``): a sandbox's own .pth
+    files import shutil before any code of ours runs."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(REPO / 'src')!r}); "
+        "from tracecanary.cli import build_parser\n"
+        "for stage in ('compile', 'replay', 'verify_behavior'):\n"
+        "    build_parser(stage).format_help()\n"
+        "print('shutil' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("columns", [None, "37", "250", "0", "-5", "wide"])
+def test_the_help_width_is_the_one_shutil_gives(monkeypatch, columns):
+    from tracecanary.cli import terminal_columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns
+
+
 def test_every_command_module_registers_exactly_its_subcommand():
     import tracecanary.commands as commands
 
