@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "tracecanary",
             "errors",
             "json_depth",
+            "yaml_subset",
             "formatting",
             "progress",
             "memory",

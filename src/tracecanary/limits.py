@@ -16,7 +16,8 @@ a corrupt gzip stream, invalid UTF-8, NaN/Infinity (not JSON) and nesting deeper
 also refuses a key repeated within one object and a lone surrogate (``"\\ud800"``,
 not writable as UTF-8), naming record and field. ``load_yaml`` is the package's one
 YAML reader: file size, alias count, expanded node count and depth are bounded before
-anything is built (a "billion laughs" document is exit 2 in milliseconds).
+anything is built (a "billion laughs" document is exit 2 in milliseconds); a document
+within ``yaml_subset`` is read without importing PyYAML, to the value PyYAML gives.
 """
 
 from __future__ import annotations
@@ -544,10 +545,23 @@ def _expanded_nodes(root: yaml.Node, limits: Limits, file: str) -> int:
 
 def parse_yaml_text(text: str, *, file: str, limits: Limits | None = None) -> Any:
     """Parse one YAML text under the policy (see ``_bounded_yaml_loader``); every refusal
-    is exit 2 naming ``file`` and, for a syntax error, the line."""
-    import yaml
+    is exit 2 naming ``file`` and, for a syntax error, the line. A text within
+    ``yaml_subset`` (our configuration files) is read there, without importing PyYAML,
+    to the value PyYAML gives; the subset declines everything PyYAML would refuse, so a
+    refusal is PyYAML's."""
+    from tracecanary import yaml_subset
 
     limits = limits or current_limits()
+    value = yaml_subset.parse(text, limits=limits)
+    if value is not yaml_subset.DECLINED:
+        return value
+    return _parse_yaml_text_pyyaml(text, file=file, limits=limits)
+
+
+def _parse_yaml_text_pyyaml(text: str, *, file: str, limits: Limits) -> Any:
+    """``parse_yaml_text`` by PyYAML, for any text."""
+    import yaml
+
     loader = None
     try:
         loader = _bounded_yaml_loader()(text, limits, file)  # the reader refuses control bytes
