@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tracecanary.command_process import YOUNG_GENERATION_THRESHOLD
-
 from tests.conftest import small_trace, write_doc
+from tracecanary.command_process import YOUNG_GENERATION_THRESHOLD
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -67,11 +67,11 @@ class _NumpyWithOneThread:
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             _unset()
             return spec
-        spec.loader = _RestoringLoader(spec.loader)
+        spec.loader = _RestoringNumpyModule(spec.loader)
         return spec
 
 
-class _RestoringLoader:
+class _RestoringNumpyModule:
     """NumPy's own loader, with the variables removed once its module has run."""
 
     def __init__(self, loader) -> None:  # noqa: ANN001 - any loader with exec_module
