@@ -10,7 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracecanary.canonical import canonical_json_bytes
-from tracecanary.compile import compile_program, jsonsize, parse_budget, sequence, timing
+from tracecanary.compile import (
+    compile_program,
+    jsonsize,
+    parse_budget,
+    sequence,
+    timing,
+    timing_streams,
+)
 from tracecanary.compile.budget import Budget
 from tracecanary.compile.execution import finalize, reduce_execution
 from tracecanary.compile.source import serialize_source
@@ -68,19 +75,19 @@ def _arrays_and_spans(program: Program):
 
 def _check_exact(program: Program) -> None:
     arrays, _, _, _ = _arrays_and_spans(program)
-    for name in timing.FIELDS:
+    for name in timing_streams.FIELDS:
         if name == "skew" and not program.skew_known:
             continue
         plan = timing.plan_exact(name, arrays)
         stream = plan.encode()
         assert plan.stream_bytes() == len(canonical_json_bytes(stream)), name
-        assert plan.records() == timing.count_stream_records(stream), name
+        assert plan.records() == timing_streams.count_stream_records(stream), name
 
 
 def _check_bounded(program: Program, budget: Budget) -> None:
     arrays, spans, sig_ids, n_sigs = _arrays_and_spans(program)
     ser = serialize_source(program)
-    for name in timing.FIELDS:
+    for name in timing_streams.FIELDS:
         if name == "skew" and not program.skew_known:
             continue
         b_occ = budget.per_signature(name, n_sigs)[sig_ids]
@@ -88,7 +95,7 @@ def _check_bounded(program: Program, budget: Budget) -> None:
             continue
         plan = timing.plan_bounded(name, arrays, spans, b_occ)
         stream = timing.encode_bounded(name, arrays, spans, b_occ, ser, plan=plan)
-        mask = arrays.values(name)[1] if name in timing.MASKED else None
+        mask = arrays.values(name)[1] if name in timing_streams.MASKED else None
         measured_len = None
         if mask is not None:
             measured_len, records = timing.bool_records_len(mask)
@@ -120,7 +127,7 @@ def test_exact_stream_size_and_record_count_match_the_built_stream(program):
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_programs(), st.sampled_from([1, 7, 60, 900, 20_000, 10**10]))
 def test_bounded_stream_size_matches_the_built_stream(program, budget_ns):
-    _check_bounded(program, Budget({f: budget_ns for f in timing.FIELDS}))
+    _check_bounded(program, Budget({f: budget_ns for f in timing_streams.FIELDS}))
 
 
 @pytest.mark.parametrize("jitter_ns", [0, 2_000, 20_000])
@@ -128,7 +135,7 @@ def test_stream_sizes_match_on_decode_steps_with_periodic_intervals(jitter_ns):
     program = decode_like_program(40, layers=6, world_size=4, jitter_ns=jitter_ns, tail_every=7)
     _check_exact(program)
     for budget_ns in (500, 5_000, 50_000):
-        _check_bounded(program, Budget({f: budget_ns for f in timing.FIELDS}))
+        _check_bounded(program, Budget({f: budget_ns for f in timing_streams.FIELDS}))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tracecanary.compile.timing_streams import FIELDS
 from tracecanary.errors import InputError
 
-FIELDS = ("gap", "overlap", "latency", "skew")
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _AMOUNT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ns|us|µs|ms|s)?\s*$")
 MAX_BUDGET_NS = 1 << 59

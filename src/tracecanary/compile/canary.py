@@ -26,7 +26,7 @@ import numpy as np
 from tracecanary.canonical import canonical_json_bytes
 from tracecanary.compile import intervals as iv
 from tracecanary.compile import timing
-from tracecanary.compile.budget import FIELDS, Budget
+from tracecanary.compile.budget import Budget
 from tracecanary.compile.execution import finalize, reduce_execution
 from tracecanary.compile.expand import decode_canary
 from tracecanary.compile.source import SourceSerialization, serialize_source
@@ -36,6 +36,7 @@ from tracecanary.compile.structure import (
     signature_table,
     top_level_spans,
 )
+from tracecanary.compile.timing_streams import FIELDS, MASKED
 from tracecanary.errors import ClaimFailed, InputError
 from tracecanary.formats.ids import CANARY_FORMAT
 from tracecanary.memory import release_freed_memory
@@ -325,7 +326,7 @@ def _choose_stream(name, plan, arrays, spans, budget_occ, ser, max_records, n) -
             record=f"[0, {n})",
             field=name,
         )
-    mask = arrays.values(name)[1] if name in timing.MASKED else None
+    mask = arrays.values(name)[1] if name in MASKED else None
     mask_len, mask_records = (None, 0) if mask is None else timing.bool_records_len(mask)
     bounded_records = plan.intervals + mask_records
     if max_records is not None and bounded_records > max_records:

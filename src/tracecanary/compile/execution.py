@@ -94,7 +94,7 @@ import json
 import numpy as np
 
 from tracecanary.canonical import canonical_json_bytes
-from tracecanary.compile import timing
+from tracecanary.compile import timing_streams
 from tracecanary.compile.expand import expand_canary
 from tracecanary.compile.reductions import (
     INLINE_KEYS,
@@ -507,8 +507,8 @@ def finalize(doc: dict, *, timing_bytes: dict[str, int] | None = None) -> dict:
     doc["execution"] = execution
     st = doc["stats"]
     structure_records = count_structure_records(records)
-    timing_records = sum(timing.count_stream_records(s) for s in doc["timing"].values())
-    flag_records = timing.count_stream_records(
+    timing_records = sum(timing_streams.count_stream_records(s) for s in doc["timing"].values())
+    flag_records = timing_streams.count_stream_records(
         {"encoding": "exact", "values": doc["flags"]["tail"]}
     )
     st["records_structure"] = structure_records

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracecanary.compile import timing
-from tracecanary.compile.budget import FIELDS
+from tracecanary.compile import timing_streams
 from tracecanary.compile.reductions import executed_selection, read_reductions
 from tracecanary.compile.structure import expand_structure, member_positions, structure_length
+from tracecanary.compile.timing_streams import FIELDS
 from tracecanary.errors import InputError, ResourceLimitExceeded
 from tracecanary.limits import current_limits
 from tracecanary.program import (
@@ -166,8 +166,8 @@ def decode_canary(canary: dict, *, ranks: bool = True) -> Decoded:
             if name != "skew" or canary["source"]["skew_known"]:
                 raise InputError(f"timing stream {name} is missing", field=f"timing.{name}")
             continue
-        values[name], masks[name] = timing.decode_stream(name, stream, n, member_offsets)
-    tail = timing.decode_bool(canary["flags"]["tail"])
+        values[name], masks[name] = timing_streams.decode_stream(name, stream, n, member_offsets)
+    tail = timing_streams.decode_bool(canary["flags"]["tail"])
     if len(tail) != n:
         raise InputError(f"tail flags cover {len(tail)} occurrences, not {n}", field="flags.tail")
     _check_reductions(records)
