@@ -42,6 +42,7 @@ code = {call}
 print(json.dumps({{
     "code": code,
     "gc_threshold": list(gc.get_threshold()),
+    "frozen": gc.get_freeze_count(),
     "collections": collections,
     "numpy": "numpy" in sys.modules,
     "threads": len(os.listdir("/proc/self/task")),
@@ -139,3 +140,12 @@ def test_main_inside_another_program_leaves_its_collector_alone(tmp_path):
     seen = _probe(tmp_path, call="main(sys.argv[1:])")
     assert seen["gc_threshold"] == list(gc.get_threshold())
     assert len(seen["collections"]) > 10  # under the program's own threshold
+
+
+@pytest.mark.parametrize("call", ["as_python_m_tracecanary()", "main()"])
+def test_a_command_freezes_the_collector_when_its_stage_has_returned(tmp_path, call):
+    assert _probe(tmp_path, call=call)["frozen"] > 10_000
+
+
+def test_main_inside_another_program_does_not_freeze_its_collector(tmp_path):
+    assert _probe(tmp_path, call="main(sys.argv[1:])")["frozen"] == 0

