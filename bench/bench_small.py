@@ -12,10 +12,12 @@ the overlap kept). The last rows measure floors alone: the interpreter's start (
 -c pass``) on both sides, then two import floors beside ``import commcanary.cli``:
 ``import numpy`` bounds every command of ours (the reference imports no numpy), and the
 modules a lossless compile imports (numpy and ours, no work done) show what our own
-modules add. None of the three commands imports pandas, pyarrow or jsonschema on this
+modules add; both after the process set-up a command takes (``command_process``: NumPy's
+BLAS with one thread, the collector's raised threshold). None of the three commands imports pandas, pyarrow, jsonschema or PyYAML on this
 input: a small JSON trace is read as numpy columns (``trace_columns``), matched, compiled
-and verified on column arrays, and a canary's expansion is held as numpy columns (valid
-documents are accepted by ``formats.schema_subset``).
+and verified on column arrays, a canary's expansion is held as numpy columns (valid
+documents are accepted by ``formats.schema_subset``) and backends.yaml is read by
+``yaml_subset``.
 
 Each side runs in a venv of its own. The reference's is the scratch venv it was
 installed into; ours is made by the bench under its work folder (``--without-pip``, no
@@ -233,11 +235,14 @@ def run(quick: bool) -> list[dict]:
             env,
         )
     cases = _commands(work, ours_python, ref_python)
+    as_a_command = (  # a command's process set-up, as python -m tracecanary takes it
+        "from tracecanary.command_process import take_the_process; take_the_process(); "
+    )
     floors = {
         "interpreter start (python -c pass)": ("pass", "pass"),
-        "import floor (numpy)": ("import numpy", "import commcanary.cli"),
+        "import floor (numpy)": (as_a_command + "import numpy", "import commcanary.cli"),
         "import floor (the modules a lossless compile imports)": (
-            "import numpy, tracecanary.cli, tracecanary.commands.compile, "
+            as_a_command + "import numpy, tracecanary.cli, tracecanary.commands.compile, "
             "tracecanary.compile.canary, tracecanary.load, tracecanary.trace_columns, "
             "tracecanary.matching",
             "import commcanary.cli",
@@ -247,7 +252,7 @@ def run(quick: bool) -> list[dict]:
         cases[case] = {"ours": [ours_python, "-c", statement]}
         if ref_python is not None:
             cases[case]["reference"] = [ref_python, "-c", reference_statement]
-    repeats = 3 if quick else 7
+    repeats = 3 if quick else 15  # this machine is shared: single runs spread by +-20%
     samples: dict[str, dict[str, list[tuple[float, float, float]]]] = {
         case: {side: [] for side in argvs} for case, argvs in cases.items()
     }
