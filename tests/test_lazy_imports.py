@@ -142,6 +142,37 @@ def test_verify_behavior_of_a_small_trace_imports_its_own_command_alone(tmp_path
     assert not modules & set(NOT_FOR_A_SMALL_TRACE), sorted(modules & set(NOT_FOR_A_SMALL_TRACE))
 
 
+# standard-library modules a small command does without: PyYAML's import and parse (the
+# configuration is read by yaml_subset), OpenSSL's load (canonical.sha256_hasher), the
+# import of shutil with zlib, bz2 and lzma (argparse asks the terminal's width through it:
+# cli.terminal_columns) and of tempfile with random (canonical makes its temporaries)
+NOT_AT_A_SMALL_COMMANDS_START = ("yaml", "hashlib", "_hashlib", "shutil", "tempfile", "random")
+
+
+@pytest.mark.parametrize("stage", ["compile", "replay", "verify-behavior"])
+def test_a_small_command_imports_no_yaml_openssl_shutil_or_tempfile(tmp_path, small_inputs, stage):
+    """Run without site hooks (``-S``, this interpreter's search path given explicitly):
+    a sandbox's .pth files import some of these before any code of ours runs."""
+    trace, canary = small_inputs
+    backends = ["--backends", str(default_file("backends.yaml"))]
+    argv = {
+        "compile": ["compile", str(trace), "--lossless"],
+        "replay": ["replay", str(canary), *backends],
+        "verify-behavior": ["verify-behavior", str(trace), str(canary), *backends],
+    }[stage] + ["-o", str(tmp_path / "out.json")]
+    record = tmp_path / "modules.json"
+    run = subprocess.run(
+        [sys.executable, "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}\n" + PROBE]
+        + [str(record), *argv],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0 and record.is_file(), run.stderr[-2000:]
+    result = json.loads(record.read_text())
+    assert result["code"] == 0, run.stderr[-2000:]
+    imported = set(result["modules"]) & set(NOT_AT_A_SMALL_COMMANDS_START)
+    assert not imported, sorted(imported)
+
+
 def test_compare_of_two_replay_reports_imports_neither_pandas_nor_pyarrow(tmp_path, small_inputs):
     _, canary = small_inputs
     report = str(tmp_path / "report.json")
