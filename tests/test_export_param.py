@@ -154,3 +154,25 @@ def test_export_refuses_sizes_that_are_not_whole_elements(tmp_path, run_cli, nby
             e["bytes"] = nbytes
     code, err, out = _export(tmp_path, run_cli, doc)
     assert code == 2 and "field bytes" in err and not out.exists()
+
+
+@pytest.mark.parametrize("target", ["tracecanary", "param-1e115ff"])
+def test_a_program_held_as_columns_exports_the_bytes_of_its_table_form(tmp_path, target):
+    """export_param reads the Program through its accessors: a canary's expansion (column
+    arrays, no pandas) and the same program as DataFrames write identical files."""
+    from column_form import held_as_columns
+
+    from tracecanary.load import load_program
+    from tracecanary.param.export import export_param
+
+    src = write_doc(_trace(), tmp_path / "t.json")
+    program = load_program(src)
+    program.occurrences, program.members  # noqa: B018 - build the DataFrame form
+    assert not program.holds_columns
+    outputs = []
+    for name, form in (("tables", program), ("columns", held_as_columns(program))):
+        out = tmp_path / name
+        export_param(form, out, execution="full", source_digest=None, target=target,
+                     skip_unsupported=True)  # fmt: skip
+        outputs.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
+    assert outputs[0] == outputs[1] and len(outputs[0]) == 5  # 4 ranks and export.json

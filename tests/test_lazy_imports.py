@@ -183,6 +183,15 @@ def test_compare_of_two_replay_reports_imports_neither_pandas_nor_pyarrow(tmp_pa
     assert not {"pandas", "pyarrow", "jsonschema"} & modules
 
 
+def test_export_param_of_a_small_canary_imports_neither_pandas_nor_pyarrow(tmp_path, small_inputs):
+    _, canary = small_inputs
+    modules = modules_after(tmp_path, "export-param", str(canary), "-o", str(tmp_path / "param"))
+    assert command_modules(modules) == {"tracecanary.commands.export_param"}
+    assert not {"pandas", "pyarrow", "jsonschema"} & modules, sorted(
+        {"pandas", "pyarrow", "jsonschema"} & modules
+    )
+
+
 def test_a_stage_help_imports_that_stage_alone(tmp_path):
     modules = modules_after(tmp_path, "verify-behavior", "--help")
     assert command_modules(modules) == {"tracecanary.commands.verify_behavior"}

@@ -52,18 +52,30 @@ from tracecanary.program import Program
 PARAM_OPS = frozenset(OPS) - {"recv"}
 
 
-def _group_table(program: Program) -> dict[str, list[int]]:
-    """Collective group id -> member ranks (from the occurrences' members), in first-use order."""
-    occ = program.occurrences
-    members = program.members
-    ranks_by_occ = members.groupby("occ", sort=False)["rank"].agg(lambda s: tuple(sorted(s)))
+def _member_ranks(program: Program) -> dict[int, list[int]]:
+    """Occurrence id -> the ranks of its member rows, in row order (read through the
+    Program's accessors: a canary's expansion, held as column arrays, needs no pandas)."""
+    occ = program.member_column("occ", np.int64)
+    rank = program.member_column("rank", np.int64)
+    if not len(occ):
+        return {}
+    order = np.argsort(occ, kind="stable")
+    occ, rank = occ[order], rank[order]
+    starts = np.flatnonzero(np.diff(occ)) + 1
+    keys = occ[np.r_[0, starts]].tolist()
+    return {o: ranks.tolist() for o, ranks in zip(keys, np.split(rank, starts), strict=True)}
+
+
+def _group_table(program: Program, members: dict[int, list[int]]) -> dict[str, list[int]]:
+    """Collective group id -> member ranks (from the occurrences' members, ``members`` as
+    ``_member_ranks`` gives them), in first-use order."""
     groups: dict[str, list[int]] = {}
-    for gid, ranks in zip(
-        occ["group"].to_numpy(), ranks_by_occ.reindex(occ["occ"]).to_numpy(), strict=True
+    for gid, o in zip(
+        program.column("group").tolist(), program.column("occ").tolist(), strict=True
     ):
         if gid.startswith("p2p:") or gid in groups:
             continue
-        groups[gid] = list(ranks)
+        groups[gid] = sorted(members.get(o, ()))
     return groups
 
 
@@ -141,18 +153,18 @@ def export_param(
 ) -> dict:
     """Write the per-rank PARAM files and ``export.json`` atomically; return the summary."""
     upstream = check_target(target) == UPSTREAM_TARGET
-    occ = program.occurrences
-    groups = _group_table(program)
+    members = _member_ranks(program)
+    groups = _group_table(program, members)
     pg_id = {gid: i for i, gid in enumerate(groups)}
     world = program.world_size
     tracker = UpstreamGroups(world)
     per_rank: dict[int, list[dict]] = {r: [] for r in range(world)}
-    members = program.members.groupby("occ", sort=True)["rank"].agg(list)
     start = program.issue_ns()
+    group_size = program.column("group_size")
     skipped: list[dict] = []
     counts: Counter[str] = Counter()
     columns = [
-        occ[c].to_numpy()
+        program.column(c)
         for c in ("occ", "op", "bytes", "dtype", "group", "root", "phase", "weight")
     ]
     for i, (o, op, nbytes, dtype, gid, root, phase, weight) in enumerate(
@@ -209,9 +221,9 @@ def export_param(
                 per_rank[dst].append(entry)
             continue
         n = len(groups[gid])
-        if len(ranks) != int(occ["group_size"].iat[i]):
+        if len(ranks) != int(group_size[i]):
             raise ExportRefused(
-                f"group {gid} has {int(occ['group_size'].iat[i])} ranks but only {len(ranks)} were captured; a replay needs every member",
+                f"group {gid} has {int(group_size[i])} ranks but only {len(ranks)} were captured; a replay needs every member",
                 record=f"occurrence {o}",
                 field="group",
             )
@@ -255,7 +267,7 @@ def export_param(
         "counts_per_op": dict(sorted(counts.items())),
         "entries_per_rank": {str(r): len(v) - len(inits) for r, v in per_rank.items()},
         "occurrences_exported": int(sum(counts.values())),
-        "weight_total": float(np.sum(occ["weight"].to_numpy())),
+        "weight_total": float(np.sum(program.column("weight"))),
         "skipped": skipped,
     }
     if upstream:
