@@ -113,6 +113,19 @@ def test_replay_of_a_small_canary_imports_its_own_command_alone_and_no_parquet_o
     assert "tqdm" not in modules
 
 
+def test_isolated_replay_of_a_small_canary_imports_no_pandas(tmp_path, small_inputs):
+    """The nccl-tests-style signatures and their microbenchmark program are column arrays."""
+    _, canary = small_inputs
+    backends = str(default_file("backends.yaml"))
+    modules = modules_after(
+        tmp_path, "replay", str(canary), "--backends", backends, "--isolated",
+        "-o", str(tmp_path / "r.json"),
+    )  # fmt: skip
+    assert not modules & set(NOT_FOR_A_CANARY_REPLAY), sorted(
+        modules & set(NOT_FOR_A_CANARY_REPLAY)
+    )
+
+
 def test_lossless_compile_of_a_small_trace_imports_its_own_command_alone(tmp_path, small_inputs):
     trace, _ = small_inputs
     modules = modules_after(

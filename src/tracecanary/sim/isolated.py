@@ -23,27 +23,27 @@ ISOLATED_REPEATS = 20
 
 
 def signatures(program: Program) -> list[dict]:
-    """Distinct signatures in first-seen order, with group_size, count and summed weight."""
-    sig, table = program.signature_ids()
-    occ = program.occurrences
-    weight = occ["weight"].to_numpy(np.float64)
-    gsize = occ["group_size"].to_numpy(np.int64)
+    """Distinct signatures in first-seen order, with group_size, count and summed weight
+    (through the Program's accessors: a canary's expansion needs no pandas)."""
+    sig, table = program.signatures()
+    weight = program.column("weight", np.float64)
+    gsize = program.column("group_size", np.int64)
     order = np.argsort(sig, kind="stable")
     bounds = np.searchsorted(sig[order], np.arange(len(table) + 1))
     out = []
-    for i, row in enumerate(table.itertuples(index=False)):
+    for i, row in enumerate(table):
         idx = order[bounds[i] : bounds[i + 1]]
         out.append(
             {
                 "id": i,
-                "op": str(row.op),
-                "bytes": int(row.bytes),
-                "dtype": str(row.dtype),
-                "group": str(row.group),
+                "op": row["op"],
+                "bytes": row["bytes"],
+                "dtype": row["dtype"],
+                "group": row["group"],
                 "group_size": int(gsize[idx[0]]),
-                "root": int(row.root),
-                "phase": str(row.phase),
-                "stream": str(row.stream),
+                "root": row["root"],
+                "phase": row["phase"],
+                "stream": row["stream"],
                 "occurrences": int(idx.size),
                 "weight": math.fsum(weight[idx].tolist()),
             }
@@ -72,6 +72,7 @@ def isolated_program(sigs: list[dict], repeats: int = ISOLATED_REPEATS) -> Progr
         world_size=max([r["group_size"] for r in rows], default=1),
         skew_known=True,
         notes=("isolated microbenchmark program: no skew, no overlap, no gaps by construction",),
+        columns=True,  # column arrays: the simulator needs no DataFrame
     )
 
 
