@@ -1,23 +1,24 @@
 """Small inputs: a lossless compile, a replay and a verify-behavior of a 10-collective
-trace, ours beside the public reference implementation of the design
-(iemAnshuman/CommCanary at ``REFERENCE_COMMIT``), each command a fresh process as a user
-or a Snakemake job runs it: wall seconds (median of alternating runs, ours then the
-reference in each round), CPU seconds (user + system; steadier than wall seconds on a
-shared machine, reported in the notes) and peak RSS (``wait4`` of the child).
+trace and of a 56-collective one, ours beside the public reference implementation of the
+design (iemAnshuman/CommCanary at ``REFERENCE_COMMIT``), each command a fresh process as
+a user or a Snakemake job runs it: wall seconds (median of alternating runs, ours then
+the reference in each round), CPU seconds (user + system; steadier than wall seconds on
+a shared machine, reported in the notes) and peak RSS (``wait4`` of the child).
 
-The input is the reference's own example trace (``examples/traces/llama70b_tp8_trace.json``:
-10 all_reduce collectives over 8 ranks), converted to ``tracecanary.trace/v1`` by
+The inputs are the reference's own example traces (``examples/traces/``:
+``llama70b_tp8_trace.json``, 10 all_reduce collectives over 8 ranks, and
+``llama70b_tp8_trace_long.json``, 56), converted to ``tracecanary.trace/v1`` by
 ``to_native`` (one event per rank and collective, ``ts_ns`` = start + the rank's arrival,
 the overlap kept). The last rows measure floors alone: the interpreter's start (``python
 -c pass``) on both sides, then two import floors beside ``import commcanary.cli``:
 ``import numpy`` bounds every command of ours (the reference imports no numpy), and the
 modules a lossless compile imports (numpy and ours, no work done) show what our own
 modules add; both after the process set-up a command takes (``command_process``: NumPy's
-BLAS with one thread, the collector's raised threshold). None of the three commands imports pandas, pyarrow, jsonschema or PyYAML on this
-input: a small JSON trace is read as numpy columns (``trace_columns``), matched, compiled
-and verified on column arrays, a canary's expansion is held as numpy columns (valid
-documents are accepted by ``formats.schema_subset``) and backends.yaml is read by
-``yaml_subset``.
+BLAS with one thread, the collector's raised threshold). None of the three commands
+imports pandas, pyarrow, jsonschema or PyYAML on these inputs: a small JSON trace is read
+as numpy columns (``trace_columns``), matched, compiled and verified on column arrays, a
+canary's expansion is held as numpy columns (valid documents are accepted by
+``formats.schema_subset``) and backends.yaml is read by ``yaml_subset``.
 
 Each side runs in a venv of its own. The reference's is the scratch venv it was
 installed into; ours is made by the bench under its work folder (``--without-pip``, no
@@ -59,12 +60,13 @@ REFERENCE_PYTHON = Path(
     os.environ.get("TRACECANARY_REFERENCE_PYTHON", "/tmp/commcanary-venv/bin/python")
 )
 REFERENCE_TRACE = REFERENCE_SRC / "examples" / "traces" / "llama70b_tp8_trace.json"
+REFERENCE_LONG_TRACE = REFERENCE_SRC / "examples" / "traces" / "llama70b_tp8_trace_long.json"
 MEMORY_TARGET_MB = 80
 
 
 def reference_missing() -> str | None:
     """Why the reference cannot run here (None when it can)."""
-    if not REFERENCE_TRACE.is_file():
+    if not (REFERENCE_TRACE.is_file() and REFERENCE_LONG_TRACE.is_file()):
         return f"no reference source tree at {REFERENCE_SRC} (set TRACECANARY_REFERENCE_SRC)"
     if not REFERENCE_PYTHON.is_file():
         return f"no reference Python at {REFERENCE_PYTHON} (set TRACECANARY_REFERENCE_PYTHON)"
@@ -178,9 +180,10 @@ def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, 
 
 
 def _commands(
-    work: Path, ours_python: str, ref_python: str | None
+    work: Path, ours_python: str, ref_python: str | None, ref_trace: Path | None
 ) -> dict[str, dict[str, list[str]]]:
-    """Per case: our command line and the reference's (absent without the reference)."""
+    """Per case: our command line and the reference's on ``ref_trace`` (absent without
+    the reference)."""
     from tracecanary.defaults import default_file
 
     ours = [ours_python, "-m", "tracecanary"]
@@ -201,7 +204,7 @@ def _commands(
     }
     if ref_python is not None:
         ref = [ref_python, "-m", "commcanary"]
-        trace, ref_canary = str(REFERENCE_TRACE), str(work / "ref_canary.json")
+        trace, ref_canary = str(ref_trace), str(work / "ref_canary.json")
         out = str(work / "ref_out.json")
         cases["compile --lossless"]["reference"] = ref + [
             "compile", trace, "--lossless-timing", "-o", str(work / "ref_c.json"),
@@ -213,28 +216,55 @@ def _commands(
     return cases
 
 
+def _prepare(
+    work: Path,
+    source: dict,
+    ref_trace: Path | None,
+    ours_python: str,
+    ref_python: str | None,
+    env: dict[str, str],
+) -> dict[str, dict[str, list[str]]]:
+    """Write ``source`` converted (``to_native``) and both sides' canaries of it under
+    ``work``; return its cases (``_commands``)."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "trace.json").write_text(json.dumps(to_native(source), sort_keys=True))
+    # the canaries the replay and verify cases read
+    measure(
+        [ours_python, "-m", "tracecanary", "compile", str(work / "trace.json"), "--lossless"]
+        + ["-o", str(work / "canary.json")],
+        env,
+    )
+    if ref_python is not None:
+        measure(
+            [ref_python, "-m", "commcanary", "compile", str(ref_trace)]
+            + ["--lossless-timing", "-o", str(work / "ref_canary.json")],
+            env,
+        )
+    return _commands(work, ours_python, ref_python, ref_trace)
+
+
+def _label(source: dict) -> str:
+    ranks = {r for event in source["events"] for r in event["ranks"]}
+    return f"small input ({len(source['events'])} collectives, {len(ranks)} ranks)"
+
+
 def run(quick: bool) -> list[dict]:
     missing = reference_missing()
     ref_python = None if missing else str(REFERENCE_PYTHON)
     work = WORK / "small"
     work.mkdir(parents=True, exist_ok=True)
-    source = json.loads(REFERENCE_TRACE.read_text()) if missing is None else builtin_reference_doc()
-    (work / "trace.json").write_text(json.dumps(to_native(source), sort_keys=True))
     env = bytecode_cached_env(work)
     ours_python = own_venv_python(work)
-    # the canaries the replay and verify cases read
-    ours = [ours_python, "-m", "tracecanary"]
-    measure(
-        ours + ["compile", str(work / "trace.json"), "--lossless", "-o", str(work / "canary.json")],
-        env,
+    inputs = (
+        [(REFERENCE_TRACE, "trace"), (REFERENCE_LONG_TRACE, "long")]
+        if missing is None
+        else [(None, "builtin")]
     )
-    if ref_python is not None:
-        measure(
-            [ref_python, "-m", "commcanary", "compile", str(REFERENCE_TRACE)]
-            + ["--lossless-timing", "-o", str(work / "ref_canary.json")],
-            env,
-        )
-    cases = _commands(work, ours_python, ref_python)
+    cases: dict[str, dict[str, list[str]]] = {}
+    for ref_trace, name in inputs:
+        source = json.loads(ref_trace.read_text()) if ref_trace else builtin_reference_doc()
+        prepared = _prepare(work / name, source, ref_trace, ours_python, ref_python, env)
+        cases.update({f"{_label(source)}: {case}": argv for case, argv in prepared.items()})
     as_a_command = (  # a command's process set-up, as python -m tracecanary takes it
         "from tracecanary.command_process import take_the_process; take_the_process(); "
     )
@@ -249,9 +279,9 @@ def run(quick: bool) -> list[dict]:
         ),
     }
     for case, (statement, reference_statement) in floors.items():
-        cases[case] = {"ours": [ours_python, "-c", statement]}
+        cases[f"small inputs: {case}"] = {"ours": [ours_python, "-c", statement]}
         if ref_python is not None:
-            cases[case]["reference"] = [ref_python, "-c", reference_statement]
+            cases[f"small inputs: {case}"]["reference"] = [ref_python, "-c", reference_statement]
     repeats = 3 if quick else 15  # this machine is shared: single runs spread by +-20%
     samples: dict[str, dict[str, list[tuple[float, float, float]]]] = {
         case: {side: [] for side in argvs} for case, argvs in cases.items()
@@ -285,7 +315,7 @@ def run(quick: bool) -> list[dict]:
         notes += f"; load average {load:.1f} on {os.cpu_count()} cores"
         rows.append(
             row(
-                f"small input (10 collectives, 8 ranks): {case}",
+                case,
                 round(ours_s, 3),
                 "s",
                 f"CommCanary {REFERENCE_COMMIT} (its own venv)",
