@@ -58,10 +58,10 @@ USER_THREAD_VARIABLES = (*SINGLE_THREAD_VARIABLES, "OMP_NUM_THREADS")
 
 
 class _NumpyWithOneThread:
-    """A meta path finder that finds nothing itself: on the first search for ``numpy`` it sets the variables,
-    lets the other finders find NumPy, and wraps the loader so that the variables are
-    removed again once NumPy's module has run (when its BLAS is loaded), then leaves
-    ``sys.meta_path``."""
+    """A meta path finder that finds nothing itself: on the first search for ``numpy``
+    it sets the variables, lets the other finders find NumPy, and wraps the loader so
+    that the variables are removed again once NumPy's module has run (when its BLAS is
+    loaded), then leaves ``sys.meta_path``."""
 
     def find_spec(self, name, path=None, target=None):  # noqa: ANN001 - the finder protocol
         if name != "numpy":
@@ -124,8 +124,8 @@ def collect_garbage_rarely() -> None:
 
 
 def take_the_process() -> None:
-    """Both settings of this module, for a process that is a ``tracecanary`` command
-    (calling it again changes nothing)."""
+    """The start-up settings of this module (one BLAS thread, the collector's threshold)
+    for a process that is a ``tracecanary`` command; calling it again changes nothing."""
     load_numpy_blas_single_threaded()
     collect_garbage_rarely()
 
