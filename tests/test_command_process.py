@@ -1,7 +1,8 @@
 """A ``tracecanary`` command loads NumPy's BLAS with one thread, leaves the environment its
-children inherit as the user set it, respects a thread count the user chose, and raises
-the collector's youngest threshold so that a small command never collects; ``cli.main``
-called inside another program leaves that program's NumPy and collector alone."""
+children inherit as the user set it, respects a thread count the user chose, raises the
+collector's youngest threshold so that a small command never collects, and freezes the
+collector when its stage has returned; ``cli.main`` called inside another program leaves
+that program's NumPy and collector alone."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import small_trace, write_doc
 
-from tests.conftest import small_trace, write_doc
 from tracecanary.command_process import YOUNG_GENERATION_THRESHOLD
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,7 +46,7 @@ print(json.dumps({{
     "frozen": gc.get_freeze_count(),
     "collections": collections,
     "numpy": "numpy" in sys.modules,
-    "threads": len(os.listdir("/proc/self/task")),
+    "threads": len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else None,
     "env": {{k: v for k, v in os.environ.items() if k.endswith("_NUM_THREADS")}},
     "finders": [type(f).__name__ for f in sys.meta_path],
 }}))
