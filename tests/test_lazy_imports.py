@@ -205,6 +205,20 @@ def test_export_param_of_a_small_canary_imports_neither_pandas_nor_pyarrow(tmp_p
     )
 
 
+def test_reduce_of_a_small_trace_imports_neither_pandas_nor_numpy_ma(tmp_path, small_inputs):
+    """The ddmin baseline's reduced trace is counted and written through the Program's
+    column accessors (``np.unique`` would import numpy.ma: 17 ms)."""
+    trace, _ = small_inputs
+    backends = str(default_file("backends.yaml"))
+    modules = modules_after(
+        tmp_path, "reduce", str(trace), "--backends", backends, "-o", str(tmp_path / "r.json")
+    )
+    assert command_modules(modules) == {"tracecanary.commands.reduce"}
+    assert not {"pandas", "pyarrow", "numpy.ma"} & modules, sorted(
+        {"pandas", "pyarrow", "numpy.ma"} & modules
+    )
+
+
 def test_a_stage_help_imports_that_stage_alone(tmp_path):
     modules = modules_after(tmp_path, "verify-behavior", "--help")
     assert command_modules(modules) == {"tracecanary.commands.verify_behavior"}

@@ -118,13 +118,11 @@ def sorted_distinct(values: np.ndarray, *, return_index: bool = False):
     numpy.ma import np.unique brings: 17 ms of a small command's start); with
     ``return_index``, also where each first appears (``np.unique(...,
     return_index=True)``)."""
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
+    order = np.argsort(values, kind="stable") if return_index else None
+    ordered = np.sort(values) if order is None else values[order]
     first = np.ones(ordered.size, dtype=bool)
     np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    if return_index:
-        return ordered[first], order[first]
-    return ordered[first]
+    return ordered[first] if order is None else (ordered[first], order[first])
 
 
 def _factorize_sorted(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -29,7 +29,7 @@ import numpy as np
 from tracecanary.canonical import atomic_output, canonical_json_bytes, sha256_bytes
 from tracecanary.compile import jsonvec as jv
 from tracecanary.errors import ExportRefused
-from tracecanary.factorize import cumcount
+from tracecanary.factorize import cumcount, sorted_distinct
 from tracecanary.formats.ids import TRACE_FORMAT
 from tracecanary.program import Program
 
@@ -45,7 +45,7 @@ def _group_list(program: Program, m_occ: np.ndarray, ranks: np.ndarray) -> list[
     the distinct ranks of its members, ascending."""
     codes, names = program.factorized("group", sort=True)
     width = int(ranks.max()) + 1 if len(ranks) else 1
-    pairs = np.unique(codes[m_occ] * width + ranks)  # (group, rank), sorted by both
+    pairs = sorted_distinct(codes[m_occ] * width + ranks)  # (group, rank), sorted by both
     group_of, rank_of = np.divmod(pairs, width)
     bounds = np.searchsorted(group_of, np.arange(len(names) + 1)).tolist()
     ranks_list = rank_of.tolist()

@@ -117,8 +117,10 @@ def reduced_trace(
         "method": "ddmin (Zeller-Hildebrandt) with a ranking-only oracle",
         "events_in": program.n,
         "events_out": len(result.kept),
-        "rank_events_in": len(program.members),
-        "rank_events_out": int(program.members["occ"].isin(result.kept).sum()),
+        "rank_events_in": program.member_count,
+        "rank_events_out": int(
+            np.isin(program.member_column("occ"), np.asarray(result.kept, dtype=np.int64)).sum()
+        ),
         "events_are": "collective occurrences (each spans the ranks of its group)",
         "oracle_calls": result.oracle_calls,
         "decisions_checked": result.decisions_checked,
