@@ -316,3 +316,48 @@ def test_truncated_pickle_is_refused(run_cli, tmp_path):
     shutil.copy(PICKLE_DUMPS[1], folder / "rank1.pkl")
     err = _refused(run_cli, tmp_path, [folder / "rank0.pkl", folder / "rank1.pkl"])
     assert "rank0.pkl: field pickle: not a valid pickle" in err
+
+
+# --- a zoo program run live with the recorder on --------------------------------------
+
+
+@pytest.mark.slow
+def test_zoo_ddp_dumps_its_recorder_and_the_dumps_import_merge_and_search(run_cli, tmp_path):
+    from tracecanary.kineto.sources import write_same_host_calibration
+    from tracecanary.zoo.flight_recorder import record_flight_recorder
+
+    dumps = tmp_path / "dumps"
+    record_flight_recorder("ddp", dumps, nproc=2, steps=3)
+    pickles = [dumps / "rank0.pkl", dumps / "rank1.pkl"]
+    # DDP's set-up broadcasts the module state from rank 0, the only root it uses
+    out = tmp_path / "imported"
+    code, stdout, err = run_cli(
+        "import-flight-recorder", *pickles, "-o", out, "--declare-root", "0"
+    )
+    assert code == 0, err
+    jsons = import_dumps([dumps / "rank0.json", dumps / "rank1.json"], declared_root=0)
+    for rank, doc in enumerate(jsons):
+        imported = json.loads((out / f"rank{rank}.json").read_text())
+        assert imported["events"] == doc["events"]
+        ops = imported["meta"]["flight_recorder"]["ops"]
+        assert ops["all_reduce"] >= 3  # at least one gradient bucket per step
+        assert ops["broadcast"] >= 1
+    clocks = tmp_path / "clocks.json"
+    write_same_host_calibration(out, clocks)
+    merged = tmp_path / "merged.json"
+    code, _, err = run_cli(
+        "merge", out / "rank0.json", out / "rank1.json", "--calibration", clocks, "-o", merged
+    )
+    assert code == 0, err
+    code, stdout, err = run_cli(
+        "search",
+        merged,
+        "-o",
+        tmp_path / "canary.json",
+        "--log",
+        tmp_path / "log.json",
+        "--verification",
+        tmp_path / "verification.json",
+    )
+    assert code == 0, err
+    assert json.loads((tmp_path / "verification.json").read_text())["claim"] == "verified"
