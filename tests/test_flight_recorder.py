@@ -138,6 +138,49 @@ def test_cli_import_merge_search_verifies(run_cli, tmp_path):
     assert json.loads((tmp_path / "verification.json").read_text())["claim"] == "verified"
 
 
+def _with_pg_config(doc: dict, ranks: str = "[0, 1]") -> dict:
+    """The dump with pg_config as NCCL writes it (torch 2.13's FlightRecorder.hpp and
+    torchfrtrace's reader: {pg_name: {name, desc, ranks as text}}); gloo writes none."""
+    doc = copy.deepcopy(doc)
+    doc["pg_config"] = {
+        "0": {"name": "0", "desc": "default_pg", "ranks": ranks},
+        "1": {"name": "1", "desc": "pair", "ranks": "[0, 1]"},
+    }
+    return doc
+
+
+def test_membership_comes_from_pg_config_where_the_dump_has_one(tmp_path):
+    docs = [_with_pg_config(_entries_of(p)) for p in JSON_DUMPS]
+    imported = import_dumps(_write_set(tmp_path, *docs), declared_root=0)
+    assert imported[0]["meta"]["flight_recorder"]["membership"] == "pg_config"
+    assert imported[0]["groups"][1] == {"id": "1", "ranks": [0, 1], "description": "pair"}
+
+
+def test_recorded_durations_become_latency_and_only_those(tmp_path):
+    doc0, doc1 = (_entries_of(p) for p in JSON_DUMPS)
+    doc0["entries"][0]["duration_ms"] = 0.25  # what NCCL writes with timing enabled
+    imported = import_dumps(_write_set(tmp_path, doc0, doc1), declared_root=0)
+    events = imported[0]["events"]
+    assert events[0]["latency_ns"] == 250_000
+    assert not any("latency_ns" in e for e in events[1:])
+    assert imported[0]["meta"]["flight_recorder"]["latency_events"] == 1
+
+
+def test_refuses_a_rank_pg_config_names_without_a_dump(run_cli, tmp_path):
+    docs = [_with_pg_config(_entries_of(p), ranks="[0, 1, 2]") for p in JSON_DUMPS]
+    err = _refused(run_cli, tmp_path, _write_set(tmp_path, *docs), "--declare-root", "0")
+    assert "field pg_config.0.ranks: rank 2: no dump" in err
+
+
+def test_refuses_dumps_whose_pg_config_disagree(run_cli, tmp_path):
+    doc0 = _with_pg_config(_entries_of(JSON_DUMPS[0]))
+    doc1 = _with_pg_config(_entries_of(JSON_DUMPS[1]))
+    doc1["pg_config"]["1"]["desc"] = "other"
+    err = _refused(run_cli, tmp_path, _write_set(tmp_path, doc0, doc1), "--declare-root", "0")
+    assert "rank1.json: field pg_config.1: group '1' is 'other' [0, 1] here" in err
+    assert "different runs" in err
+
+
 # --- refusals: exit 2, one line naming file, record and field, nothing written ----------
 
 
