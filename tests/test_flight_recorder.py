@@ -351,6 +351,16 @@ def test_pickle_whose_shared_references_expand_beyond_its_size_is_refused(run_cl
     assert "expands to more values than its size allows" in err
 
 
+def test_pickle_writing_a_far_memo_slot_is_refused_before_unpickling(run_cli, tmp_path):
+    # PROTO 2, EMPTY_DICT, LONG_BINPUT 2**32-1 (the unpickler would size its memo to it), STOP
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    (folder / "rank0.pkl").write_bytes(b"\x80\x02}r\xff\xff\xff\xff.")
+    shutil.copy(PICKLE_DUMPS[1], folder / "rank1.pkl")
+    err = _refused(run_cli, tmp_path, [folder / "rank0.pkl", folder / "rank1.pkl"])
+    assert "LONG_BINPUT at byte 3 writes memo slot 4294967295 after 0 slots" in err
+
+
 def test_truncated_pickle_is_refused(run_cli, tmp_path):
     folder = tmp_path / "dumps"
     folder.mkdir()

@@ -9,8 +9,9 @@ runs ``os.system``. Two independent fences keep that from happening:
 1. ``scan_opcodes`` walks the opcodes with ``pickletools.genops`` (which decodes and
    never executes) and refuses the file at the first opcode outside ``PLAIN_OPCODES``,
    naming it, its byte position and, for ``GLOBAL``, the callable it names; it also
-   refuses a memo index that no earlier ``PUT`` wrote (a huge index would make the
-   unpickler allocate a huge memo table);
+   refuses a memo read of a slot no earlier opcode wrote, and a memo write beyond the
+   next slot (picklers, torch's included, number slots in order; a huge index would
+   make the unpickler allocate a huge memo table);
 2. ``PlainUnpickler.find_class`` refuses every class, so even an opcode the scan let
    through could not reach a callable.
 
@@ -128,6 +129,13 @@ def scan_opcodes(data: bytes, *, file: str) -> None:
                     field="pickle",
                 )
             if name in _MEMO_PUTS:
+                if arg > len(written):  # picklers number slots in order; a far one allocates
+                    raise ImportRefused(
+                        f"pickle opcode {name} at byte {pos} writes memo slot {arg} after "
+                        f"{len(written)} slots: out of sequence",
+                        file=file,
+                        field="pickle",
+                    )
                 written.add(arg)
             elif name == "MEMOIZE":  # the next slot, as the unpickler numbers it
                 written.add(len(written))
