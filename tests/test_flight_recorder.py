@@ -189,6 +189,18 @@ def test_refuses_a_missing_rank(run_cli, tmp_path):
     assert "rank 1: no dump" in err
 
 
+def test_refuses_a_gap_in_the_ranks_of_the_dumps(run_cli, tmp_path):
+    rank2 = tmp_path / "rank2.json"
+    shutil.copy(JSON_DUMPS[1], rank2)
+    err = _refused(run_cli, tmp_path, [JSON_DUMPS[0], rank2])
+    assert "rank 1: no dump (1 of 3 ranks missing: 1)" in err
+
+
+def test_refuses_a_dump_beyond_the_declared_world(run_cli, tmp_path):
+    err = _refused(run_cli, tmp_path, JSON_DUMPS, "--world-size", "1")
+    assert "rank1.json: rank 1 is outside a world of 1 ranks (--world-size)" in err
+
+
 def test_refuses_two_dumps_of_one_rank(run_cli, tmp_path):
     other = tmp_path / "again" / "rank0.json"
     other.parent.mkdir()

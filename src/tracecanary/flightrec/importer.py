@@ -108,12 +108,12 @@ def _ranked(dumps: list[Dump], world_size: int | None) -> list[Dump]:
                 f"rank {d.rank} is also the rank of {by_rank[d.rank].file}", file=d.file
             )
         by_rank[d.rank] = d
-    world = world_size if world_size is not None else len(dumps)
+    # without --world-size the world reaches the highest rank, so a gap is a missing rank
+    world = world_size if world_size is not None else max(by_rank) + 1
     for d in dumps:
         if d.rank >= world:
             raise ImportRefused(
-                f"rank {d.rank} is outside a world of {world} ranks "
-                f"({'--world-size' if world_size is not None else 'one dump per rank'})",
+                f"rank {d.rank} is outside a world of {world} ranks (--world-size)",
                 file=d.file,
             )
     missing = [r for r in range(world) if r not in by_rank]
