@@ -54,7 +54,7 @@ def _refused(run_cli, tmp_path, paths, *extra) -> str:
 
 
 def test_gloo_dumps_import_ops_bytes_dtypes_and_groups():
-    docs = import_dumps(JSON_DUMPS, declared_root=0)
+    docs = import_dumps(JSON_DUMPS, declared_root=0, declared_even_all_to_all=True)
     for rank, doc in enumerate(docs):
         validate(doc, "trace", file=f"rank{rank}")
         got = [(e["op"], e["bytes"], e["dtype"], e["group"]) for e in doc["events"]]
@@ -83,7 +83,7 @@ def test_gloo_dumps_import_ops_bytes_dtypes_and_groups():
 
 def test_gloo_import_keeps_issue_times_and_invents_no_latency():
     dump = _entries_of(JSON_DUMPS[1])
-    doc = import_dumps(JSON_DUMPS, declared_root=0)[1]
+    doc = import_dumps(JSON_DUMPS, declared_root=0, declared_even_all_to_all=True)[1]
     assert [e["ts_ns"] for e in doc["events"]] == [e["time_created_ns"] for e in dump["entries"]]
     for event in doc["events"]:
         assert not {"latency_ns", "arrival_ns", "overlap_ns"} & set(event)
@@ -93,15 +93,15 @@ def test_gloo_import_keeps_issue_times_and_invents_no_latency():
 
 
 def test_declared_root_is_the_group_rank_and_said_to_be_declared():
-    doc = import_dumps(JSON_DUMPS, declared_root=1)[0]
+    doc = import_dumps(JSON_DUMPS, declared_root=1, declared_even_all_to_all=True)[0]
     assert {e["root"] for e in doc["events"] if e["op"] in ("broadcast", "reduce")} == {1}
     assert any(n.startswith("Roots declared, not recorded") for n in doc["meta"]["notes"])
     assert doc["meta"]["flight_recorder"]["declared_root"] == 1
 
 
 def test_pickle_and_json_forms_of_one_run_import_to_the_same_events():
-    from_json = import_dumps(JSON_DUMPS, declared_root=0)
-    from_pickle = import_dumps(PICKLE_DUMPS, declared_root=0)
+    from_json = import_dumps(JSON_DUMPS, declared_root=0, declared_even_all_to_all=True)
+    from_pickle = import_dumps(PICKLE_DUMPS, declared_root=0, declared_even_all_to_all=True)
     for a, b in zip(from_json, from_pickle, strict=True):
         assert a["events"] == b["events"]
         assert a["groups"] == b["groups"]
@@ -113,7 +113,13 @@ def test_cli_import_merge_search_verifies(run_cli, tmp_path):
 
     out = tmp_path / "imported"
     code, stdout, err = run_cli(
-        "import-flight-recorder", *PICKLE_DUMPS, "-o", out, "--declare-root", "0"
+        "import-flight-recorder",
+        *PICKLE_DUMPS,
+        "-o",
+        out,
+        "--declare-root",
+        "0",
+        "--declare-even-all-to-all",
     )
     assert code == 0, err
     assert "rank 1, 13 collectives, 0 timed, membership from entries" in stdout
@@ -151,7 +157,9 @@ def _with_pg_config(doc: dict, ranks: str = "[0, 1]") -> dict:
 
 def test_membership_comes_from_pg_config_where_the_dump_has_one(tmp_path):
     docs = [_with_pg_config(_entries_of(p)) for p in JSON_DUMPS]
-    imported = import_dumps(_write_set(tmp_path, *docs), declared_root=0)
+    imported = import_dumps(
+        _write_set(tmp_path, *docs), declared_root=0, declared_even_all_to_all=True
+    )
     assert imported[0]["meta"]["flight_recorder"]["membership"] == "pg_config"
     assert imported[0]["groups"][1] == {"id": "1", "ranks": [0, 1], "description": "pair"}
 
@@ -159,7 +167,9 @@ def test_membership_comes_from_pg_config_where_the_dump_has_one(tmp_path):
 def test_recorded_durations_become_latency_and_only_those(tmp_path):
     doc0, doc1 = (_entries_of(p) for p in JSON_DUMPS)
     doc0["entries"][0]["duration_ms"] = 0.25  # what NCCL writes with timing enabled
-    imported = import_dumps(_write_set(tmp_path, doc0, doc1), declared_root=0)
+    imported = import_dumps(
+        _write_set(tmp_path, doc0, doc1), declared_root=0, declared_even_all_to_all=True
+    )
     events = imported[0]["events"]
     assert events[0]["latency_ns"] == 250_000
     assert not any("latency_ns" in e for e in events[1:])
@@ -168,7 +178,14 @@ def test_recorded_durations_become_latency_and_only_those(tmp_path):
 
 def test_refuses_a_rank_pg_config_names_without_a_dump(run_cli, tmp_path):
     docs = [_with_pg_config(_entries_of(p), ranks="[0, 1, 2]") for p in JSON_DUMPS]
-    err = _refused(run_cli, tmp_path, _write_set(tmp_path, *docs), "--declare-root", "0")
+    err = _refused(
+        run_cli,
+        tmp_path,
+        _write_set(tmp_path, *docs),
+        "--declare-root",
+        "0",
+        "--declare-even-all-to-all",
+    )
     assert "field pg_config.0.ranks: rank 2: no dump" in err
 
 
@@ -176,7 +193,14 @@ def test_refuses_dumps_whose_pg_config_disagree(run_cli, tmp_path):
     doc0 = _with_pg_config(_entries_of(JSON_DUMPS[0]))
     doc1 = _with_pg_config(_entries_of(JSON_DUMPS[1]))
     doc1["pg_config"]["1"]["desc"] = "other"
-    err = _refused(run_cli, tmp_path, _write_set(tmp_path, doc0, doc1), "--declare-root", "0")
+    err = _refused(
+        run_cli,
+        tmp_path,
+        _write_set(tmp_path, doc0, doc1),
+        "--declare-root",
+        "0",
+        "--declare-even-all-to-all",
+    )
     assert "rank1.json: field pg_config.1: group '1' is 'other' [0, 1] here" in err
     assert "different runs" in err
 
@@ -227,7 +251,14 @@ def test_refuses_a_collective_that_differs_between_members(run_cli, tmp_path):
     doc = _entries_of(JSON_DUMPS[1])
     doc["entries"][2]["input_dtypes"] = ["Double"]
     doc["entries"][2]["output_dtypes"] = ["Double"]
-    err = _refused(run_cli, tmp_path, _write_set(tmp_path, rank1=doc), "--declare-root", "0")
+    err = _refused(
+        run_cli,
+        tmp_path,
+        _write_set(tmp_path, rank1=doc),
+        "--declare-root",
+        "0",
+        "--declare-even-all-to-all",
+    )
     assert "record 2: field input_dtypes: group '0' collective_seq_id 3" in err
     assert "different runs" in err
 
@@ -235,7 +266,14 @@ def test_refuses_a_collective_that_differs_between_members(run_cli, tmp_path):
 def test_refuses_members_that_recorded_different_numbers_of_collectives(run_cli, tmp_path):
     doc = _entries_of(JSON_DUMPS[1])
     del doc["entries"][-1]  # the closing barrier: in flight when the dump was taken
-    err = _refused(run_cli, tmp_path, _write_set(tmp_path, rank1=doc), "--declare-root", "0")
+    err = _refused(
+        run_cli,
+        tmp_path,
+        _write_set(tmp_path, rank1=doc),
+        "--declare-root",
+        "0",
+        "--declare-even-all-to-all",
+    )
     assert "rank1.json: record 11: field collective_seq_id: group '0': this rank recorded 11" in err
 
 
@@ -279,8 +317,21 @@ def test_refuses_an_uneven_all_to_all(run_cli, tmp_path):
     assert "record 7: field output_sizes: uneven all_to_all" in err
 
 
+def test_refuses_an_all_to_all_without_declared_even_splits(run_cli, tmp_path):
+    # torch 2.13 gloo records an uneven all_to_all_single with equal totals as [[n]] -> [[n]]
+    err = _refused(run_cli, tmp_path, JSON_DUMPS, "--declare-root", "0")
+    assert "rank0.json: record 7: field input_sizes: all_to_all: a dump records no split" in err
+    assert "--declare-even-all-to-all" in err
+
+
+def test_declared_even_splits_are_said_to_be_declared():
+    doc = import_dumps(JSON_DUMPS, declared_root=0, declared_even_all_to_all=True)[0]
+    assert any(n.startswith("Even splits declared, not recorded") for n in doc["meta"]["notes"])
+    assert doc["meta"]["flight_recorder"]["declared_even_all_to_all"] is True
+
+
 def test_refuses_a_broadcast_without_a_declared_root(run_cli, tmp_path):
-    err = _refused(run_cli, tmp_path, JSON_DUMPS)
+    err = _refused(run_cli, tmp_path, JSON_DUMPS, "--declare-even-all-to-all")
     assert "rank0.json: record 1: field profiling_name: broadcast: a Flight Recorder" in err
     assert "--declare-root" in err
 

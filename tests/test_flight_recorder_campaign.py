@@ -37,6 +37,7 @@ def test_flight_recorder_source_runs_import_calibration_merge_ingest_and_search(
                 "kind": "flight_recorder",
                 "dumps": ["dumps/rank0.pkl", "dumps/rank1.pkl"],
                 "declare_root": 0,
+                "declare_even_all_to_all": True,
                 "same_host": True,
             }
         ),
@@ -73,7 +74,8 @@ def test_flight_recorder_source_runs_import_calibration_merge_ingest_and_search(
 def test_config_accepts_a_flight_recorder_source_with_dumps_and_a_clock():
     source = {"kind": "flight_recorder", "dumps": ["a/rank0.pkl"], "same_host": True}
     validate(_config(source), "config", file="fr.yaml")
-    validate(_config({**source, "declare_root": 0}), "config", file="fr.yaml")
+    declared = {"declare_root": 0, "declare_even_all_to_all": True}
+    validate(_config({**source, **declared}), "config", file="fr.yaml")
 
 
 @pytest.mark.parametrize(
@@ -83,6 +85,12 @@ def test_config_accepts_a_flight_recorder_source_with_dumps_and_a_clock():
         {"kind": "flight_recorder", "dumps": ["a/rank0.pkl"]},  # no clock statement
         {"kind": "kineto", "traces": ["t0.json"], "dumps": ["d0"], "same_host": True},
         {"kind": "kineto", "traces": ["t0.json"], "declare_root": 0, "same_host": True},
+        {
+            "kind": "kineto",
+            "traces": ["t0.json"],
+            "declare_even_all_to_all": True,
+            "same_host": True,
+        },
     ],
 )
 def test_config_refuses_a_flight_recorder_source_without_its_fields_or_them_elsewhere(source):

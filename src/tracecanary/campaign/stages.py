@@ -94,6 +94,8 @@ def import_kineto_traces(job) -> None:
 def import_flight_recorder(job) -> None:
     root = job.params.declare_root
     declared = [] if root is None else ["--declare-root", root]
+    if job.params.declare_even_all_to_all:
+        declared.append("--declare-even-all-to-all")
     cli(["import-flight-recorder", *_paths(job.input.dumps), *declared, "-o", job.output.imported])
 
 

@@ -1,4 +1,5 @@
-"""``tracecanary import-flight-recorder DUMP... -o OUT [--world-size N] [--declare-root K]``.
+"""``tracecanary import-flight-recorder DUMP... -o OUT [--world-size N] [--declare-root K]
+[--declare-even-all-to-all]``.
 
 Each DUMP is one rank's PyTorch Flight Recorder dump (JSON or pickle; the rank is the
 trailing number of its file name); all ranks of one run are given together, and OUT is
@@ -45,6 +46,12 @@ def register(sub) -> None:
         help="declare that every broadcast/reduce was rooted at group rank K (a dump records "
         "no root; the traces' notes say it was declared) (default: refuse such collectives)",
     )
+    p.add_argument(
+        "--declare-even-all-to-all",
+        action="store_true",
+        help="declare that every all_to_all split its buffers evenly (a dump records no "
+        "split sizes; the traces' notes say it was declared) (default: refuse all_to_all)",
+    )
     p.set_defaults(func=run)
 
 
@@ -62,7 +69,13 @@ def run(args) -> int:
             f"--declare-root must be >= 0, got {args.declare_root}", field="declare_root"
         )
     out = Path(args.output)
-    docs = write_imported(paths, out, world_size=args.world_size, declared_root=args.declare_root)
+    docs = write_imported(
+        paths,
+        out,
+        world_size=args.world_size,
+        declared_root=args.declare_root,
+        declared_even_all_to_all=args.declare_even_all_to_all,
+    )
     for rank, doc in enumerate(docs):
         fr = doc["meta"]["flight_recorder"]
         print(

@@ -62,25 +62,29 @@ def import_dumps(
     *,
     world_size: int | None = None,
     declared_root: int | None = None,
+    declared_even_all_to_all: bool = False,
     limits: Limits | None = None,
 ) -> list[dict]:
     """Per-rank native traces of the dumps ``paths`` (see module docstring).
 
     ``declared_root``: the group rank every broadcast/reduce was rooted at, as the user
     declares it (a dump records no root, and a native trace needs one); without it such
-    a collective is refused. The notes say the roots were declared, not recorded."""
+    a collective is refused. ``declared_even_all_to_all``: the user declares that every
+    all_to_all split its buffers evenly (a dump records no split sizes); without it an
+    all_to_all is refused. The notes say what was declared, not recorded."""
     limits = limits or current_limits()
     if not paths:
         raise ImportRefused("no dumps given")
     dumps = _ranked([load_dump(p, limits) for p in paths], world_size)
     _same_run(dumps)
     declared = _declared_groups(dumps)
-    events = {d.rank: _events(d) for d in dumps}
+    events = {d.rank: _events(d, declared_even_all_to_all) for d in dumps}
     members = _members(dumps, events, declared)
     _match(dumps, events, members)
     _roots(dumps, events, members, declared_root)
     world = len(dumps)
-    return [_document(d, events[d.rank], members, declared, world, declared_root) for d in dumps]
+    said = {"declared_root": declared_root, "declared_even_all_to_all": declared_even_all_to_all}
+    return [_document(d, events[d.rank], members, declared, world, **said) for d in dumps]
 
 
 def write_imported(
@@ -89,10 +93,16 @@ def write_imported(
     *,
     world_size: int | None = None,
     declared_root: int | None = None,
+    declared_even_all_to_all: bool = False,
 ) -> list[dict]:
     """Import ``paths`` and write ``out_dir/rank<r>.json`` for every rank, atomically (all
     or nothing); return the documents."""
-    docs = import_dumps(paths, world_size=world_size, declared_root=declared_root)
+    docs = import_dumps(
+        paths,
+        world_size=world_size,
+        declared_root=declared_root,
+        declared_even_all_to_all=declared_even_all_to_all,
+    )
     with atomic_output(out_dir, directory=True) as tmp:
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; the result is a plain directory
         for rank, doc in enumerate(docs):
@@ -196,7 +206,7 @@ def _refuse(d: Dump, e: Entry, field: str, message: str) -> ImportRefused:
     return ImportRefused(message, file=d.file, record=e.index, field=field)
 
 
-def _events(d: Dump) -> list[tuple[Entry, dict]]:
+def _events(d: Dump, even_all_to_all: bool) -> list[tuple[Entry, dict]]:
     """(entry, event without seq) per collective entry, checked on this rank alone."""
     out = []
     desc_of: dict[str, str] = {}
@@ -264,11 +274,11 @@ def _events(d: Dump) -> list[tuple[Entry, dict]]:
                 f"group {e.pg_name!r} collective_seq_id {e.collective_seq_id} {what}",
             )
         last_seq[e.pg_name] = e.collective_seq_id
-        out.append((e, _event(d, e)))
+        out.append((e, _event(d, e, even_all_to_all)))
     return out
 
 
-def _event(d: Dump, e: Entry) -> dict:
+def _event(d: Dump, e: Entry, even_all_to_all: bool) -> dict:
     backend, _, bare = e.profiling_name.partition(":")
     op, mapped = normalize_op(e.profiling_name)
     if (
@@ -312,6 +322,15 @@ def _event(d: Dump, e: Entry) -> dict:
             "output_sizes",
             f"uneven all_to_all ({n_in} elements sent, {n_out} received): the dump records "
             "no split sizes, so the per-peer traffic is unknown",
+        )
+    if op == "all_to_all" and not even_all_to_all:
+        raise _refuse(
+            d,
+            e,
+            "input_sizes",
+            "all_to_all: a dump records no split sizes (an uneven all_to_all_single with "
+            "equal totals records the same shapes as an even one); if every all_to_all of "
+            "the run split its buffers evenly, declare it (--declare-even-all-to-all)",
         )
     elements = {
         "all_gather": n_out,
@@ -470,6 +489,7 @@ def _document(
     declared: dict[str, tuple[str, tuple[int, ...]]],
     world: int,
     declared_root: int | None,
+    declared_even_all_to_all: bool,
 ) -> dict:
     events = []
     for seq, (_, ev) in enumerate(rank_events):
@@ -498,6 +518,13 @@ def _document(
         "gloo runs a reduce_scatter as an all_reduce and records it so.",
     ]
     rooted = sum(ev["op"] in ROOTED_OPS for _, ev in rank_events)
+    exchanges = ops.get("all_to_all", 0)
+    if exchanges:
+        notes.append(
+            f"Even splits declared, not recorded: a dump records no split sizes, so each of "
+            f"the {exchanges} all_to_all events is taken to split its buffer evenly, as the "
+            "import was told (--declare-even-all-to-all)."
+        )
     if rooted:
         notes.append(
             f"Roots declared, not recorded: a dump records no root, so the root of each of "
@@ -530,6 +557,7 @@ def _document(
                 "latency_events": timed,
                 "membership": membership,
                 **({"declared_root": declared_root} if rooted else {}),
+                **({"declared_even_all_to_all": True} if exchanges else {}),
             },
         },
         "groups": groups,
