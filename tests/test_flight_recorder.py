@@ -220,6 +220,12 @@ def test_refuses_a_gap_in_the_ranks_of_the_dumps(run_cli, tmp_path):
     assert "rank 1: no dump (1 of 3 ranks missing: 1)" in err
 
 
+def test_refuses_a_rank_number_beyond_the_rank_limit_before_listing_ranks(run_cli, tmp_path):
+    far = tmp_path / "rank99999999999.json"
+    shutil.copy(JSON_DUMPS[0], far)
+    assert "over max_ranks=65536" in _refused(run_cli, tmp_path, [far])
+
+
 def test_refuses_a_dump_beyond_the_declared_world(run_cli, tmp_path):
     err = _refused(run_cli, tmp_path, JSON_DUMPS, "--world-size", "1")
     assert "rank1.json: rank 1 is outside a world of 1 ranks (--world-size)" in err

@@ -21,7 +21,9 @@ Guarantees of ``import_dumps``:
   ``TORCH_FR_BUFFER_SIZE``), gaps in a group's ``collective_seq_id``/``op_id`` (an
   operation the recorder did not record: torch 2.13's gloo records no send/recv),
   point-to-point and coalesced records, an op or dtype outside the vocabulary, an
-  all_to_all whose input and output sizes differ (the dump records no split sizes).
+  all_to_all whose input and output sizes differ, and (what a dump cannot show) a
+  broadcast/reduce without a declared root or an all_to_all without declared even
+  splits.
 
 Op names map onto ``tracecanary.formats.vocab`` through the Kineto import's spelling
 table (``tracecanary.kineto.vocab``: gloo/nccl annotation names are the profiling names
@@ -75,7 +77,7 @@ def import_dumps(
     limits = limits or current_limits()
     if not paths:
         raise ImportRefused("no dumps given")
-    dumps = _ranked([load_dump(p, limits) for p in paths], world_size)
+    dumps = _ranked([load_dump(p, limits) for p in paths], world_size, limits)
     _same_run(dumps)
     declared = _declared_groups(dumps)
     events = {d.rank: _events(d, declared_even_all_to_all) for d in dumps}
@@ -110,7 +112,7 @@ def write_imported(
     return docs
 
 
-def _ranked(dumps: list[Dump], world_size: int | None) -> list[Dump]:
+def _ranked(dumps: list[Dump], world_size: int | None, limits: Limits) -> list[Dump]:
     by_rank: dict[int, Dump] = {}
     for d in dumps:
         if d.rank in by_rank:
@@ -120,6 +122,7 @@ def _ranked(dumps: list[Dump], world_size: int | None) -> list[Dump]:
         by_rank[d.rank] = d
     # without --world-size the world reaches the highest rank, so a gap is a missing rank
     world = world_size if world_size is not None else max(by_rank) + 1
+    limits.check("max_ranks", world, what="world size (highest rank + 1)", file=dumps[0].file)
     for d in dumps:
         if d.rank >= world:
             raise ImportRefused(
