@@ -399,6 +399,19 @@ def test_pickle_load_of_the_malicious_file_would_have_run_it(tmp_path):
     assert target.exists()  # the danger is real: the reader above must not do this
 
 
+def test_the_unpickler_alone_resolves_no_callable_either(tmp_path):
+    # the second fence, without the opcode scan in front of it
+    import io
+
+    from tracecanary.flightrec.plain_pickle import PlainUnpickler
+
+    target = tmp_path / "pwned"
+    data = pickle.dumps(_Touch(target), 4)
+    with pytest.raises(pickle.UnpicklingError, match="refused to resolve"):
+        PlainUnpickler(io.BytesIO(data)).load()
+    assert not target.exists()
+
+
 def test_pickle_holding_a_set_is_refused(run_cli, tmp_path):
     folder = tmp_path / "dumps"
     folder.mkdir()
