@@ -55,7 +55,10 @@ LAYERS: list[tuple[str, list[str]]] = [
             "trace_columns",
         ],
     ),
-    ("ingest and capture", ["ingest", "capture", "record", "param.program", "param.compat"]),
+    (
+        "ingest and capture",
+        ["ingest", "capture", "record", "param.program", "param.compat", "flightrec"],
+    ),
     ("merge inputs", ["merge_inputs"]),
     ("merge", ["merge"]),
     ("per-rank work in blocks of rank files, gathered by merge", ["rank_blocks"]),

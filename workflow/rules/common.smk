@@ -43,6 +43,15 @@ def captures_calibration(source):
     return calibration
 
 
+# the per-rank native traces a kineto or flight_recorder source's import writes
+IMPORT_DIRS = {"kineto": "kineto_import", "flight_recorder": "flight_recorder_import"}
+
+
+def imported_ranks(wildcards):
+    """The directory of imported rank<r>.json of a kineto or flight_recorder source."""
+    return f"results/{CAMPAIGN}/{IMPORT_DIRS[source_of(wildcards)['kind']]}/{wildcards.source}"
+
+
 def get_merge_input(wildcards):
     src = source_of(wildcards)
     if src["kind"] == "captures":  # the blocks ingest.smk checked, in the source's order
@@ -50,9 +59,9 @@ def get_merge_input(wildcards):
         return {"capture_blocks": blocks, "calibration": captures_calibration(wildcards.source)}
     if src["kind"] == "live_capture":
         return {"captures": f"results/{CAMPAIGN}/import/{wildcards.source}", "calibration": src["calibration"]}
-    if src["kind"] == "kineto":  # see kineto.smk
+    if src["kind"] in IMPORT_DIRS:  # see kineto.smk, flight_recorder.smk
         calibration = src.get("calibration") or f"results/{CAMPAIGN}/calibration/{wildcards.source}.json"
-        return {"captures": f"results/{CAMPAIGN}/kineto_import/{wildcards.source}", "calibration": calibration}
+        return {"captures": imported_ranks(wildcards), "calibration": calibration}
     raise ValueError(f"source {wildcards.source} has no captures to merge")
 
 
@@ -124,13 +133,14 @@ def provenance_targets(wildcards):
     targets += provenance_of("replay", source=SOURCES, which=["source", "canary"])
     targets += provenance_of("compare", source=SOURCES)
     targets += provenance_of("timeline", source=SOURCES)
-    targets += provenance_of("merge", source=sources_of_kind("captures", "live_capture", "kineto"))
+    targets += provenance_of("merge", source=sources_of_kind("captures", "live_capture", *IMPORT_DIRS))
     targets += provenance_of("import_kineto_traces", source=sources_of_kind("kineto"))
+    targets += provenance_of("import_flight_recorder", source=sources_of_kind("flight_recorder"))
     targets += provenance_of("capture_set_header", source=sources_of_kind("captures"))
     for sid in sources_of_kind("captures", "kineto"):
         block_rule = "ingest_capture_block" if SOURCES[sid]["kind"] == "captures" else "import_kineto_block"
         targets += provenance_of(block_rule, source=sid, block=range(len(rank_file_blocks(sid))))
-    targets += provenance_of("same_host_calibration", source=[s for s in sources_of_kind("kineto") if SOURCES[s].get("same_host")])
+    targets += provenance_of("same_host_calibration", source=[s for s in sources_of_kind(*IMPORT_DIRS) if SOURCES[s].get("same_host")])
     targets += provenance_of("calibrate_clocks", source=DERIVED_CALIBRATION)
     targets += provenance_of("capture_kineto", source=sources_of_kind("live_capture"))
     targets += provenance_of("import_kineto", source=sources_of_kind("live_capture"))

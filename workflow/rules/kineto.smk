@@ -1,6 +1,7 @@
 # Sources of kind: kineto — per-rank PyTorch profiler traces, imported one job per block of
 # rank files (scatter.rank_files_per_job, docs/cluster.md), gathered into one directory, then
-# merged by merge.smk (get_merge_input in common.smk); same_host: true writes the calibration.
+# merged by merge.smk (get_merge_input in common.smk); same_host: true writes the calibration
+# (for kind flight_recorder too: imported_ranks in common.smk).
 
 
 rule import_kineto_block:
@@ -40,7 +41,7 @@ rule import_kineto_traces:
 
 rule same_host_calibration:
     input:
-        imported="results/{campaign}/kineto_import/{source}",
+        imported=imported_ranks,
     output:
         calibration="results/{campaign}/calibration/{source}.json",
         prov="results/{campaign}/provenance/same_host_calibration/{source}.json",

@@ -91,6 +91,14 @@ def import_kineto_traces(job) -> None:
     gather_kineto_blocks(_paths(job.input.blocks), job.output.imported)
 
 
+def import_flight_recorder(job) -> None:
+    root = job.params.declare_root
+    declared = [] if root is None else ["--declare-root", root]
+    if job.params.declare_even_all_to_all:
+        declared.append("--declare-even-all-to-all")
+    cli(["import-flight-recorder", *_paths(job.input.dumps), *declared, "-o", job.output.imported])
+
+
 def capture_set_header(job) -> None:
     from tracecanary.rank_blocks import write_capture_set_header
 
@@ -453,6 +461,7 @@ STAGES: dict[str, Callable[[Any], None]] = {
         import_kineto,
         import_kineto_block,
         import_kineto_traces,
+        import_flight_recorder,
         capture_set_header,
         ingest_capture_block,
         same_host_calibration,
