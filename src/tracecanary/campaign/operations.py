@@ -5,8 +5,10 @@
   subjects against the manifest, and recomputes the root digest. Returns the list of
   mismatches (empty = everything holds).
 - ``regenerate``: lays out only the evidence and config in a fresh directory, runs the
-  workflow there (recorded evidence, i.e. live captures and physical attempt archives,
-  is copied, never re-run) and compares every derived artifact bit for bit.
+  workflow there (recorded evidence, i.e. live captures, sweeps and physical attempt
+  archives, is copied, and its rules are not allowed to run: ``--allowed-rules``) and
+  compares every derived artifact bit for bit, and the recorded evidence with its
+  digest.
 - ``pack`` / ``unpack``: one deterministic tar.gz of manifest + config + evidence (+ the
   provenance records of recorded evidence), unpacked without trusting member paths.
 """
@@ -303,6 +305,17 @@ def _run_with_progress(cmd: list[str], cwd: Path, outputs: list[Path]):
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
+def _workflow_rules(snakemake: list[str], cwd: Path) -> list[str]:
+    """The names of the workflow's rules (``snakemake --list-rules``)."""
+    listed = subprocess.run(
+        [*snakemake, "--list-rules"], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    if listed.returncode != 0:
+        last = listed.stderr.strip().splitlines()[-1:] or [str(listed.returncode)]
+        raise InputError(f"the workflow's rules cannot be listed: {last[0]}", field="workdir")
+    return [line.strip() for line in listed.stdout.splitlines() if line and not line[0].isspace()]
+
+
 def regenerate(
     manifest_path: str | os.PathLike,
     workdir: str | os.PathLike,
@@ -341,22 +354,18 @@ def regenerate(
                     child.unlink()
         raise
     configfile = manifest["config"]["files"][0]["path"]
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(target),
-        "--configfile",
-        configfile,
-        "--cores",
-        str(cores),
-        "--rerun-triggers",
-        "mtime",
-        "--quiet",
-    ]
+    snakemake = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
+    snakemake += ["--directory", str(target), "--configfile", configfile]
+    cmd = [*snakemake, "--cores", str(cores), "--rerun-triggers", "mtime"]
+    recorded_rules = {e["rule"] for e in manifest["evidence"] if e.get("kind") == "recorded"}
+    if recorded_rules:
+        # a recorded rule never runs: its outputs are evidence, laid out above. Left to
+        # Snakemake, a job that regenerates a recorded rule's input (the canary's PARAM
+        # export, the dispatch calibration program) would make the recorded job run again
+        # downstream of it, and a fresh measurement replace the bound one.
+        rules = _workflow_rules(snakemake, target)
+        cmd += ["--allowed-rules", *[r for r in rules if r not in recorded_rules]]
+    cmd.append("--quiet")
     run = _run_with_progress(cmd, target, [target / item["path"] for item in manifest["derived"]])
     rows = []
     for item in manifest["derived"]:
@@ -403,12 +412,24 @@ def regenerate(
         )
     )
     for item in manifest["evidence"]:
-        if item.get("kind") == "recorded":
+        if item.get("kind") != "recorded":
+            continue
+        found = _digest_or_missing(target / item["path"])
+        if found == item["sha256"]:
             rows.append(
                 RegenerationRow(
                     item["path"],
                     "not_regenerable",
                     f"recorded evidence of rule {item['rule']} (kept, not re-run)",
+                )
+            )
+        else:  # the run replaced a measurement: what it derived from it proves nothing
+            rows.append(
+                RegenerationRow(
+                    item["path"],
+                    "mismatched",
+                    f"recorded evidence of rule {item['rule']} changed by the run: expected "
+                    f"{item['sha256']}, found {found}",
                 )
             )
     return rows
