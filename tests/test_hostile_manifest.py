@@ -293,3 +293,28 @@ def test_unpack_and_regenerate_with_a_wrong_pinned_root_stop_before_anything(
         "manifest", "unpack", archive, "-o", tmp_path / "u", "--expect-root", root
     )
     assert code == 0, err
+
+
+# ------------------------------------------------- issue 41: links, keys, markers, pack
+
+
+def test_tree_digest_skips_only_snakemakes_own_empty_top_level_marker(tmp_path):
+    from tracecanary.canonical import digest_path, digest_regular_path
+
+    tree = tmp_path / "sweep"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "attempt.json").write_text("{}\n")
+    plain = digest_path(tree)
+    (tree / ".snakemake_timestamp").write_bytes(b"")  # what Snakemake writes
+    assert digest_path(tree) == digest_regular_path(tree) == plain
+    for marker, data in (
+        (tree / ".snakemake_timestamp", b"not empty"),
+        (tree / "sub" / ".snakemake_timestamp", b""),
+        (tree / "sub" / ".snakemake_timestamp", b"payload"),
+    ):
+        for p in tree.rglob(".snakemake_timestamp"):
+            p.write_bytes(b"")
+        (tree / "sub" / ".snakemake_timestamp").unlink(missing_ok=True)
+        marker.write_bytes(data)
+        assert digest_path(tree) != plain, marker
+        assert digest_regular_path(tree) == digest_path(tree), marker
