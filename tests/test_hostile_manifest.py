@@ -298,6 +298,45 @@ def test_unpack_and_regenerate_with_a_wrong_pinned_root_stop_before_anything(
 # ------------------------------------------------- issue 41: links, keys, markers, pack
 
 
+def test_keygen_refuses_an_existing_private_key_and_keeps_it(tmp_path, run_cli):
+    (tmp_path / "k.pem").write_bytes(b"the lab's key\n")
+    code, _, err = run_cli("manifest", "keygen", "-o", tmp_path / "k.pem")
+    assert code == 2 and f"{tmp_path / 'k.pem'}: field --output" in err
+    assert "already exists" in err and "--force" in err
+    assert (tmp_path / "k.pem").read_bytes() == b"the lab's key\n"
+    assert not (tmp_path / "k.pem.pub").exists()
+    code, _, err = run_cli("manifest", "keygen", "-o", tmp_path / "k.pem", "--force")
+    assert code == 0, err
+    assert (tmp_path / "k.pem").read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----")
+    assert (tmp_path / "k.pem").stat().st_mode & 0o077 == 0
+
+
+def test_keygen_refuses_an_existing_public_key_and_writes_no_private_key(tmp_path, run_cli):
+    (tmp_path / "k.pem.pub").write_bytes(b"published\n")
+    code, _, err = run_cli("manifest", "keygen", "-o", tmp_path / "k.pem")
+    assert code == 2 and f"{tmp_path / 'k.pem.pub'}: field --output" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.pem.pub"]
+    assert (tmp_path / "k.pem.pub").read_bytes() == b"published\n"
+
+
+def test_keygen_whose_public_key_cannot_be_written_writes_no_private_key(tmp_path, run_cli):
+    (tmp_path / "k.pem.pub").mkdir()  # KEY.pub cannot be a file here, even with --force
+    for extra in ((), ("--force",)):
+        code, _, err = run_cli("manifest", "keygen", "-o", tmp_path / "k.pem", *extra)
+        assert code == 2 and "k.pem.pub" in err and len(err.strip().splitlines()) == 1
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["k.pem.pub"]
+        assert not any((tmp_path / "k.pem.pub").iterdir())
+
+
+def test_keygen_refuses_a_symlink_as_the_private_key(tmp_path, run_cli):
+    (tmp_path / "elsewhere").write_bytes(b"keep\n")
+    os.symlink(tmp_path / "elsewhere", tmp_path / "k.pem")
+    code, _, err = run_cli("manifest", "keygen", "-o", tmp_path / "k.pem", "--force")
+    assert code == 2 and "not a regular file" in err
+    assert (tmp_path / "elsewhere").read_bytes() == b"keep\n" and (tmp_path / "k.pem").is_symlink()
+    assert not (tmp_path / "k.pem.pub").exists()
+
+
 def test_tree_digest_skips_only_snakemakes_own_empty_top_level_marker(tmp_path):
     from tracecanary.canonical import digest_path, digest_regular_path
 

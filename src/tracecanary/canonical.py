@@ -305,13 +305,19 @@ def check_output_target(target: Path, *, directory: bool, replace: bool = False)
 
 @contextlib.contextmanager
 def atomic_output(
-    path: str | os.PathLike, *, directory: bool = False, replace: bool | None = None
+    path: str | os.PathLike,
+    *,
+    directory: bool = False,
+    replace: bool | None = None,
+    mode: int = 0o644,
 ) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only on success.
 
     On any exception the temporary file or directory is removed, parent directories made
     for it are removed again, and ``path`` is left as it was, so a failed stage never
-    leaves partial output behind. The result is world-readable (0644, directories 0755).
+    leaves partial output behind. The result is world-readable (0644, directories 0755)
+    unless ``mode`` says otherwise (a private key: 0600, never readable by others, not
+    even for a moment).
 
     Before anything is written the target is checked (``check_output_target``): never
     the current directory or an ancestor, never an existing non-regular file, and never
@@ -338,7 +344,7 @@ def atomic_output(
                 shutil.rmtree(target)
             os.replace(tmp, target)
         else:
-            os.chmod(tmp, 0o644)
+            os.chmod(tmp, mode)
             os.replace(tmp, target)
     except BaseException:
         if tmp.is_dir():

@@ -81,9 +81,29 @@ def load_public_key(path: str | os.PathLike) -> Ed25519PublicKey:
     return key
 
 
-def generate_key(private_path: str | os.PathLike) -> tuple[Path, str]:
-    """Write a new ed25519 key pair: ``private_path`` (PEM PKCS#8, mode 0600) and
-    ``private_path.pub`` (PEM); return (public key path, key id)."""
+def generate_key(private_path: str | os.PathLike, *, force: bool = False) -> tuple[Path, str]:
+    """Write a new ed25519 key pair: ``private_path`` (PEM PKCS#8, mode 0600 from its
+    first byte) and ``private_path.pub`` (PEM); return (public key path, key id).
+
+    An existing key file (either of the pair) is refused unless ``force``; anything that
+    is not a regular file is always refused (InputError, exit 2). On any refusal or
+    write error neither file is written: the private key is renamed into place only
+    after the public one is."""
+    from tracecanary.canonical import atomic_output, check_output_target
+
+    private_target = Path(private_path)
+    public_path = Path(f"{private_path}.pub")
+    existed = {}
+    for target in (private_target, public_path):
+        check_output_target(target, directory=False)
+        existed[target] = target.exists()
+        if existed[target] and not force:
+            raise InputError(
+                "a key file already exists; refusing to overwrite it (pass --force to "
+                "replace the key pair)",
+                file=str(target),
+                field="--output",
+            )
     key = Ed25519PrivateKey.generate()
     private = key.private_bytes(
         serialization.Encoding.PEM,
@@ -93,10 +113,19 @@ def generate_key(private_path: str | os.PathLike) -> tuple[Path, str]:
     public = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    public_path = Path(f"{private_path}.pub")
-    write_bytes_atomic(private_path, private)
-    os.chmod(private_path, 0o600)
-    write_bytes_atomic(public_path, public)
+    wrote_public = False
+    try:
+        with atomic_output(private_target, mode=0o600) as tmp:
+            tmp.write_bytes(private)
+            write_bytes_atomic(public_path, public)
+            wrote_public = True
+    except BaseException as err:
+        if wrote_public and not existed[public_path]:
+            public_path.unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            where = str(err.filename or private_path)
+            raise InputError(f"cannot write the key pair: {err.strerror}", file=where) from None
+        raise
     return public_path, key_id(key.public_key())
 
 
