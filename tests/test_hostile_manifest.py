@@ -298,6 +298,88 @@ def test_unpack_and_regenerate_with_a_wrong_pinned_root_stop_before_anything(
 # ------------------------------------------------- issue 41: links, keys, markers, pack
 
 
+def _tree(path):
+    """Every entry under ``path`` (links not followed) with its bytes or link target."""
+    out = {}
+    for entry in sorted(path.rglob("*")):
+        rel = entry.relative_to(path).as_posix()
+        if entry.is_symlink():
+            out[rel] = ("link", os.readlink(entry))
+        elif entry.is_file():
+            out[rel] = ("file", entry.read_bytes())
+        else:
+            out[rel] = ("dir", None)
+    return out
+
+
+@pytest.fixture
+def signed_pair(campaign, tmp_path):
+    """Campaign A (bound, signed) and its copy B with one evidence file changed."""
+    from tracecanary.campaign.signing import sign_manifest
+
+    private, public = _write_keys(tmp_path)
+    sign_manifest(campaign / MANIFEST, private, campaign / f"{MANIFEST}.dsse.json")
+    other = tmp_path / "b"
+    shutil.copytree(campaign, other, symlinks=True)
+    (other / "resources" / "calibration.json").write_text('{"forged": true}\n')
+    root = json.loads((campaign / MANIFEST).read_text())["root_sha256"]
+    return campaign, other, public, root
+
+
+def _link_to(path, target):
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+    os.symlink(target, path)
+
+
+def test_verify_refuses_a_manifest_and_envelope_symlinked_to_another_campaign(signed_pair):
+    a, b, public, root = signed_pair
+    for rel in (MANIFEST, f"{MANIFEST}.dsse.json"):
+        _link_to(b / rel, a / rel)
+    before = _tree(b)
+    run = _verify(b, "--expect-root", root, "--key", public)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert f"{b / MANIFEST} is a symlink" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "as pinned" not in run.stdout
+    assert _tree(b) == before
+
+
+def test_verify_refuses_a_results_directory_symlinked_to_another_campaign(signed_pair):
+    a, b, public, root = signed_pair
+    _link_to(b / "results", a / "results")
+    run = _verify(b, "--expect-root", root, "--key", public)
+    assert run.returncode == 1 and f"{b / 'results'} is a symlink" in run.stderr, run.stderr
+    (b / "results").unlink()  # results/<campaign> linked instead
+    shutil.copytree(a / "results", b / "results", symlinks=True)
+    _link_to(b / "results" / "tiny", a / "results" / "tiny")
+    run = _verify(b, "--expect-root", root, "--key", public)
+    assert run.returncode == 1 and f"{b / 'results' / 'tiny'} is a symlink" in run.stderr
+
+
+def test_verify_reports_evidence_read_through_a_symlinked_directory(signed_pair):
+    a, b, public, root = signed_pair
+    _link_to(b / "resources", a / "resources")  # A's (unchanged) evidence, by link
+    run = _verify(b, "--expect-root", root, "--key", public)
+    assert run.returncode == 1
+    assert (
+        "MISMATCH resources/calibration.json: expected" in run.stdout
+        and f"found a symlink at {b / 'resources'}, not a regular file" in run.stdout
+    ), run.stdout
+
+
+def test_verify_refuses_a_symlinked_envelope(signed_pair, tmp_path):
+    a, b, public, root = signed_pair
+    (b / "resources" / "calibration.json").write_bytes(
+        (a / "resources" / "calibration.json").read_bytes()
+    )
+    assert _verify(b, "--key", public).returncode == 0  # B as copied verifies on its own
+    _link_to(b / f"{MANIFEST}.dsse.json", a / f"{MANIFEST}.dsse.json")
+    run = _verify(b, "--key", public)
+    assert run.returncode == 1 and f"{b / MANIFEST}.dsse.json: is a symlink" in run.stderr
+
+
 def test_keygen_refuses_an_existing_private_key_and_keeps_it(tmp_path, run_cli):
     (tmp_path / "k.pem").write_bytes(b"the lab's key\n")
     code, _, err = run_cli("manifest", "keygen", "-o", tmp_path / "k.pem")

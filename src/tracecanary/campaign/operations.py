@@ -89,16 +89,58 @@ def _check_paths(manifest: dict, file: str) -> None:
 
 
 def default_workdir(manifest_path: str | os.PathLike) -> Path:
-    """results/<campaign>/manifest.json -> the directory the campaign ran in."""
-    p = Path(manifest_path).resolve()
+    """results/<campaign>/manifest.json -> the directory the campaign ran in: the path as
+    given, made absolute but never resolved (a symlink is not followed to another
+    campaign)."""
+    p = Path(os.path.abspath(manifest_path))
     return p.parents[2] if len(p.parents) > 2 and p.parents[1].name == "results" else Path.cwd()
 
 
-def _digest_or_missing(path: Path) -> str:
+def _first_symlink(root: Path, path: Path) -> Path | None:
+    """The first symlink among the entries from ``root`` (exclusive) down to ``path``
+    (inclusive); only ``path`` itself where it is not under ``root``; else None."""
+    path = Path(os.path.abspath(path))
+    root = Path(os.path.abspath(root))
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        return path if path.is_symlink() else None
+    here = root
+    for part in parts:
+        here = here / part
+        if here.is_symlink():
+            return here
+    return None
+
+
+def campaign_root(
+    manifest_path: str | os.PathLike, workdir: str | os.PathLike | None = None
+) -> Path:
+    """The campaign directory of ``manifest_path`` (``workdir``, else inferred), after
+    refusing a manifest reached through a symlink: the manifest file itself, or
+    ``results`` or ``results/<campaign>`` linked elsewhere, would vouch for another
+    campaign's files (ClaimFailed, exit 1, naming the link)."""
+    root = Path(workdir) if workdir else default_workdir(manifest_path)
+    link = _first_symlink(root, Path(manifest_path))
+    if link is not None:
+        raise ClaimFailed(
+            f"{link} is a symlink: a campaign is checked where it lies, never through a "
+            "link to another one",
+            file=str(manifest_path),
+        )
+    return root
+
+
+def _digest_or_missing(path: Path, root: Path | None = None) -> str:
     """The digest of ``path`` as ``digest_path`` computes it, or what stands in its
     place: 'missing', or 'a FIFO' / 'a symlink' / ... for anything that is not a regular
     file or a directory of regular files (never opened, so never followed or blocked
-    on)."""
+    on). With ``root``, a symlinked directory between ``root`` and ``path`` (an item of
+    this campaign read from another one) stands in its place too."""
+    if root is not None:
+        link = _first_symlink(root, path.parent)
+        if link is not None:
+            return f"a symlink at {link}, not a regular file"
     try:
         return digest_regular_path(path)
     except FileNotFoundError:
@@ -133,8 +175,8 @@ def verify_manifest(
     different ``root_sha256`` is a mismatch naming both. A FIFO, device, socket or
     symlink in place of any item (or inside a directory item) is a mismatch by name;
     it is never opened."""
+    root = campaign_root(manifest_path, workdir)
     manifest = load_manifest(manifest_path)
-    root = Path(workdir) if workdir else default_workdir(manifest_path)
     store = root / manifest["config"]["content"].get("store", "results/cas")
     problems: list[Mismatch] = []
     if expect_root is not None and manifest["root_sha256"] != expect_root:
@@ -157,7 +199,7 @@ def verify_manifest(
         desc="verify",
         unit="file",
     ):
-        found = _digest_or_missing(root / item["path"])
+        found = _digest_or_missing(root / item["path"], root)
         if found != item["sha256"]:
             problems.append(Mismatch(item["path"], item["sha256"], found))
         else:
@@ -166,7 +208,7 @@ def verify_manifest(
         e for e in manifest["evidence"] if e.get("kind") == "recorded"
     ]:
         copy = store / "sha256" / item["sha256"][:2] / item["sha256"][2:]
-        found = _digest_or_missing(copy)
+        found = _digest_or_missing(copy, root)
         if found != item["sha256"]:
             problems.append(Mismatch(f"store copy of {item['path']}", item["sha256"], found))
     # each provenance record must state exactly the digests the manifest lists (only
@@ -237,7 +279,7 @@ def check_run_inputs(
             field="root_sha256",
         )
     for item in _inputs_of_a_run(manifest):
-        found = _digest_or_missing(root / item["path"])
+        found = _digest_or_missing(root / item["path"], root)
         if found != item["sha256"]:
             raise InputError(
                 f"{item['path']} does not match the manifest: expected {item['sha256']}, "
@@ -327,8 +369,8 @@ def regenerate(
     every derived artifact bit for bit. Before anything is copied or run,
     ``check_run_inputs`` holds for the source and then again for the copies (exit 2
     naming the first mismatch; the fresh directory is removed again)."""
+    src = campaign_root(manifest_path, source_root)
     manifest = load_manifest(manifest_path)
-    src = Path(source_root) if source_root else default_workdir(manifest_path)
     target = Path(workdir)
     if target.is_symlink() or (target.exists() and (not target.is_dir() or any(target.iterdir()))):
         raise InputError(
@@ -401,7 +443,7 @@ def regenerate(
                 "" if status == "regenerated" else f"expected {item['sha256']}, found {found}",
             )
         )
-    manifest_rel = Path(manifest_path).resolve().relative_to(src.resolve()).as_posix()
+    manifest_rel = Path(os.path.abspath(manifest_path)).relative_to(src.absolute()).as_posix()
     found = _digest_or_missing(target / manifest_rel)
     expected = digest_path(manifest_path)
     rows.append(

@@ -8,9 +8,10 @@ implements one.
 
 Guarantees: ``verify_envelope`` returns the key id only when the envelope's payload is
 byte for byte the manifest given and one of its signatures verifies under the public
-key given; a wrong key, a changed manifest or a changed envelope is ``ClaimFailed``
-(exit 1); an unreadable key or envelope is ``InputError`` (exit 2). A key id is the
-SHA-256 of the raw 32-byte public key, in hex: what a lab publishes beside its key.
+key given; a wrong key, a changed manifest or a changed envelope, or a manifest or
+envelope that is a symlink, is ``ClaimFailed`` (exit 1); an unreadable key or envelope
+is ``InputError`` (exit 2). A key id is the SHA-256 of the raw 32-byte public key, in
+hex: what a lab publishes beside its key.
 """
 
 from __future__ import annotations
@@ -173,6 +174,9 @@ def verify_envelope(
     manifest's bytes (see module doc)."""
     envelope_path = envelope_path or default_envelope_path(manifest_path)
     file = str(envelope_path)
+    for given in (manifest_path, envelope_path):
+        if Path(given).is_symlink():  # it would vouch for the link's target, not this one
+            raise ClaimFailed("is a symlink: a signature is checked where it lies", file=str(given))
     envelope = load_json(envelope_path)
     if not isinstance(envelope, dict) or not isinstance(envelope.get("signatures"), list):
         raise InputError("not a DSSE envelope", file=file, field="signatures")
