@@ -19,6 +19,7 @@ import gzip
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -31,7 +32,10 @@ from tracecanary.canonical import (
     canonical_json_bytes,
     digest_path,
     digest_regular_path,
+    file_kind,
+    is_snakemake_marker,
     sha256_bytes,
+    sha256_hasher,
 )
 from tracecanary.errors import ClaimFailed, InputError
 from tracecanary.formats.ids import MANIFEST_FORMAT
@@ -485,33 +489,92 @@ def _members(manifest: dict) -> list[str]:
     )
 
 
+class _HashingReader:
+    """A regular file's bytes, hashed as they are read (into an archive)."""
+
+    def __init__(self, path: Path) -> None:
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise NotRegular(str(path), file_kind(st.st_mode))
+        self._fh = os.fdopen(fd, "rb")
+        self.st = st
+        self.hasher = sha256_hasher(size=st.st_size)
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._fh.read(size)
+        self.hasher.update(data)
+        return data
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _member_files(root: Path, rel: str, file: str) -> list[tuple[str, Path]]:
+    """(archive name, path) of every file of the manifest item ``rel``: the file, or
+    every entry below the directory (a symlink, FIFO, device or socket among them, or a
+    symlinked directory on the way, is a mismatch: ClaimFailed naming it)."""
+    path = root / rel
+    found = None
+    link = _first_symlink(root, path)
+    if link is not None:
+        found = f"a symlink at {link}"
+    elif not path.exists():
+        raise InputError(f"{rel} is named by the manifest but missing", file=file, field=rel)
+    elif path.is_dir():
+        files = []
+        for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
+            for name in sorted(dirnames + filenames):
+                entry = Path(dirpath) / name
+                kind = file_kind(entry.lstat().st_mode)
+                if kind == "file":
+                    files.append((f"{rel}/{entry.relative_to(path).as_posix()}", entry))
+                elif kind != "directory":
+                    found = f"a {kind} at {entry}"
+        if found is None:
+            return files
+    else:
+        return [(rel, path)]
+    raise ClaimFailed(
+        f"{rel} does not match the manifest: found {found}, not a regular file",
+        file=file,
+        field=rel,
+    )
+
+
 def pack(manifest_path: str | os.PathLike, output: str | os.PathLike) -> int:
-    """Write a deterministic tar.gz of manifest + config + evidence; return member count."""
+    """Write a deterministic tar.gz of manifest + config + evidence (+ the provenance
+    records of recorded evidence); return the member count.
+
+    Verified while packing: the manifest's root must match its content, and every item
+    must have the digest the manifest lists, computed over the very bytes written into
+    the archive (a file changed after ``verify`` is never packed). A mismatch is
+    ClaimFailed (exit 1) naming the item; nothing is written then."""
     from tracecanary.canonical import atomic_output
 
+    root = campaign_root(manifest_path)
     manifest = load_manifest(manifest_path)
-    root = default_workdir(manifest_path)
+    file = str(manifest_path)
     try:
-        manifest_rel = Path(manifest_path).resolve().relative_to(root.resolve()).as_posix()
+        manifest_rel = Path(os.path.abspath(manifest_path)).relative_to(root).as_posix()
     except ValueError:
         raise InputError(
-            f"manifest is not inside its campaign directory {root}", file=str(manifest_path)
+            f"manifest is not inside its campaign directory {root}", file=file
         ) from None
-    files: list[tuple[str, Path]] = [(manifest_rel, Path(manifest_path))]
-    for rel in _members(manifest):
-        p = root / rel
-        if not p.exists():
-            raise InputError(
-                f"{rel} is named by the manifest but missing", file=str(manifest_path), field=rel
-            )
-        if p.is_dir():
-            files += [
-                (f"{rel}/{q.relative_to(p).as_posix()}", q)
-                for q in sorted(p.rglob("*"))
-                if q.is_file()
-            ]
-        else:
-            files.append((rel, p))
+    found_root = _manifest_root(manifest)
+    if found_root != manifest["root_sha256"]:
+        raise ClaimFailed(
+            f"manifest root_sha256 {manifest['root_sha256']} does not match its content "
+            f"({found_root})",
+            file=file,
+            field="root_sha256",
+        )
+    expected = {item["path"]: item["sha256"] for item in _inputs_of_a_run(manifest)}
+    items = {rel: _member_files(root, rel, file) for rel in _members(manifest)}
+    files = [(manifest_rel, Path(manifest_path))] + [f for group in items.values() for f in group]
+    digests: dict[str, tuple[str, os.stat_result]] = {}
     with atomic_output(output) as tmp:
         with (
             open(tmp, "wb") as raw,
@@ -519,13 +582,38 @@ def pack(manifest_path: str | os.PathLike, output: str | os.PathLike) -> int:
         ):
             with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
                 for name, path in sorted(files):
-                    if path.is_symlink() or not path.is_file():  # never a FIFO, device, link
-                        raise InputError("not a regular file", file=str(path))
-                    with open(path, "rb") as fh:  # streamed: evidence may be large
+                    try:  # never a FIFO, device or link: opened without following, then fstat
+                        reader = _HashingReader(path)
+                    except (NotRegular, OSError):
+                        raise ClaimFailed(
+                            f"{name} is not a regular file", file=file, field=name
+                        ) from None
+                    try:  # streamed: evidence may be large
                         info = tarfile.TarInfo(name)
-                        info.size = os.fstat(fh.fileno()).st_size
+                        info.size = reader.st.st_size
                         info.mtime, info.mode, info.uid, info.gid = 0, 0o644, 0, 0
-                        tar.addfile(info, fh)
+                        tar.addfile(info, reader)
+                    finally:
+                        reader.close()
+                    digests[name] = (reader.hasher.hexdigest(), reader.st)
+        for rel, group in items.items():
+            if len(group) == 1 and group[0][0] == rel:
+                found = digests[rel][0]
+            else:
+                listing = {
+                    name[len(rel) + 1 :]: digest
+                    for name, _ in group
+                    for digest, st in [digests[name]]
+                    if not is_snakemake_marker(name[len(rel) + 1 :], st)
+                }
+                found = sha256_bytes(canonical_json_bytes(dict(sorted(listing.items()))))
+            if found != expected[rel]:
+                raise ClaimFailed(
+                    f"{rel} does not match the manifest: expected {expected[rel]}, found "
+                    f"{found} (changed since the manifest bound it); nothing packed",
+                    file=file,
+                    field=rel,
+                )
     return len(files)
 
 
