@@ -50,20 +50,48 @@ def _outputs(run) -> str:
 
 
 @pytest.mark.parametrize(
-    ("change", "value"),
+    ("change", "value", "key"),
     [
         (
             lambda c: c.update(physical={"sources": ["decode"], "configs": ["../../../victim"]}),
-            "victim",
+            "../../../victim",
+            "['physical']['configs'][0]",
         ),
-        (lambda c: c.update(physical={"sweeps": [{"id": "..", "collective": "all_reduce"}]}), ".."),
-        (lambda c: c["sources"][0].update(id="../victim"), "victim"),
-        (lambda c: c.update(campaign=".."), ".."),
+        (
+            lambda c: c.update(
+                physical={"sources": [{"id": "decode", "configs": ["../../../x_escape"]}]}
+            ),
+            "../../../x_escape",
+            "['physical']['sources'][0]",
+        ),
+        (
+            lambda c: c.update(physical={"sweeps": [{"id": "..", "collective": "all_reduce"}]}),
+            "..",
+            "['physical']['sweeps'][0]['id']",
+        ),
+        (
+            lambda c: c.update(alphabeta={"external": [{"id": "../x", "path": "r.txt"}]}),
+            "../x",
+            "['alphabeta']['external'][0]['id']",
+        ),
+        (lambda c: c.update(reduce={"sources": ["../x"]}), "../x", "['reduce']['sources'][0]"),
+        (lambda c: c["compile"].update(budgets=["../8us"]), "../8us", "['compile']['budgets'][0]"),
+        (lambda c: c["sources"][0].update(id="../victim"), "../victim", "['sources'][0]['id']"),
+        (lambda c: c.update(campaign=".."), "..", "['campaign']"),
     ],
-    ids=["physical-config", "sweep-id-dotdot", "source-id", "campaign-dotdot"],
+    ids=[
+        "physical-config",
+        "physical-source-config",
+        "sweep-id-dotdot",
+        "ladder-id",
+        "reduce-source",
+        "budget-label",
+        "source-id",
+        "campaign-dotdot",
+    ],
 )
 def test_snakemake_refuses_a_config_value_that_would_become_a_path_outside_the_campaign(
-    campaign_dir, change, value
+    campaign_dir, change, value, key
 ):
     victim = campaign_dir.parent / "victim"
     (victim / "rep1").mkdir(parents=True)
@@ -71,8 +99,49 @@ def test_snakemake_refuses_a_config_value_that_would_become_a_path_outside_the_c
     _set_config(campaign_dir, change)
     run = run_snakemake(campaign_dir, "-n")
     assert run.returncode != 0
-    assert "^[A-Za-z0-9_][A-Za-z0-9_-]*$" in _outputs(run), _outputs(run)[-2000:]
+    assert repr(value) in _outputs(run) and f"On instance{key}" in _outputs(run), _outputs(run)[
+        -2000:
+    ]
     assert (victim / "rep1" / "precious.txt").read_text() == "keep me"
+    assert not (campaign_dir / "results").exists()
+
+
+@pytest.mark.parametrize("name", ["../../../x_escape", "a.."])
+def test_snakemake_refuses_a_physical_configurations_file_naming_a_configuration_unsafely(
+    campaign_dir, name
+):
+    """The physical configurations file is checked before any job runs: a configuration
+    name is the config schema's identifier (issue 41, R2)."""
+    physical = yaml.safe_load((REPO / "config" / "physical.yaml").read_text())
+    physical["configs"][name] = {"mode": "native", "env": {}}
+    (campaign_dir / "config" / "physical.yaml").write_text(yaml.safe_dump(physical))
+    _set_config(campaign_dir, lambda c: c.update(physical={"sources": ["decode"]}))
+    before = sorted(p.relative_to(campaign_dir) for p in campaign_dir.rglob("*"))
+    run = run_snakemake(campaign_dir, "-n")
+    assert run.returncode != 0
+    assert f"config/physical.yaml: field configs: {name!r} does not match" in _outputs(run), (
+        _outputs(run)[-2000:]
+    )
+    after = sorted(p.relative_to(campaign_dir) for p in campaign_dir.rglob("*"))
+    assert [p for p in after if p not in before and p.parts[0] != ".snakemake"] == []
+
+
+def test_snakemake_refuses_a_physical_configuration_the_file_does_not_define(campaign_dir):
+    (campaign_dir / "config" / "physical.yaml").write_bytes(
+        (REPO / "config" / "physical.yaml").read_bytes()
+    )
+    _set_config(
+        campaign_dir,
+        lambda c: c.update(
+            physical={"sources": [{"id": "decode", "configs": ["native", "warp9"]}]}
+        ),
+    )
+    run = run_snakemake(campaign_dir, "-n")
+    assert run.returncode != 0
+    assert "field physical.sources[0].configs[1]: physical source 'decode' replays under " \
+        "configuration 'warp9', which config/physical.yaml does not define" in _outputs(run), (
+        _outputs(run)[-2000:]
+    )  # fmt: skip
     assert not (campaign_dir / "results").exists()
 
 

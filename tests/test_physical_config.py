@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-import jsonschema
 import pytest
 import yaml
 
 from tracecanary.errors import InputError
-from tracecanary.formats.schemas import load_schema
+from tracecanary.formats.schemas import validate
 from tracecanary.physical.config import load_configs, resolve_config
 
 SHIPPED = Path(__file__).resolve().parents[1] / "config" / "physical.yaml"
@@ -17,7 +17,7 @@ SHIPPED = Path(__file__).resolve().parents[1] / "config" / "physical.yaml"
 
 def test_shipped_configs_validate_and_offer_distinct_cpu_strategies():
     doc = yaml.safe_load(SHIPPED.read_text())
-    jsonschema.validate(doc, load_schema("physical"))
+    validate(doc, "physical", file=str(SHIPPED))  # jsonschema, the config schema registered
     gloo = {n: c for n, c in doc["configs"].items() if "gloo" in c.get("backends", ["gloo"])}
     assert {c["mode"] for c in gloo.values()} == {"native", "decomposed", "chunked", "fused"}
     nccl = [c for c in doc["configs"].values() if c.get("backends") == ["nccl"]]
@@ -49,3 +49,38 @@ def test_bad_configuration_is_refused_naming_its_field(tmp_path, config, field):
     with pytest.raises(InputError) as err:
         load_configs(path)
     assert err.value.field == field and err.value.file == str(path)
+
+
+@pytest.mark.parametrize("name", ["../../../x_escape", "..", "a..", "x.y", "-x", "a/b", "x" * 129])
+def test_a_configuration_name_that_is_not_an_identifier_is_refused_naming_the_key(tmp_path, name):
+    """A configuration name becomes a path component in a campaign
+    (``physical/<source>/canary/<config>``): it is the config schema's ``identifier``,
+    the one pattern of every such name."""
+    path = tmp_path / "physical.yaml"
+    doc = {"format": "tracecanary.physical/v1", "configs": {name: {"mode": "native", "env": {}}}}
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(InputError) as err:
+        load_configs(path)
+    assert err.value.field == "configs" and err.value.file == str(path)
+    assert repr(name)[:40] in str(err.value) or "too long" in str(err.value)
+
+
+def test_the_default_configuration_name_is_an_identifier_too(tmp_path):
+    path = tmp_path / "physical.yaml"
+    doc = {"format": "tracecanary.physical/v1", "default": "../x",
+           "configs": {"native": {"mode": "native", "env": {}}}}  # fmt: skip
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(InputError) as err:
+        load_configs(path)
+    assert err.value.field == "default"
+
+
+def test_physical_configuration_names_reference_the_config_schemas_identifier():
+    """One home for the pattern: the physical schema refers to it, never repeats it."""
+    from tracecanary.formats.schemas import load_schema
+
+    physical = load_schema("physical")
+    ref = {"$ref": "config.schema.json#/$defs/identifier"}
+    assert physical["properties"]["configs"]["propertyNames"] == ref
+    assert physical["properties"]["default"]["$ref"] == ref["$ref"]
+    assert "pattern" not in json.dumps(physical["properties"])

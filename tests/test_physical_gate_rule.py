@@ -22,6 +22,9 @@ def _campaign_with_report(tmp_path, canary_means: dict, full_means: dict):
     config = yaml.safe_load(config_file.read_text())
     config["physical"] = {"sources": ["decode"], "configs": ["a", "b"], "repetitions": 5}
     config_file.write_text(yaml.safe_dump(config))
+    physical = {"format": "tracecanary.physical/v1",
+                "configs": {c: {"mode": "native", "env": {}} for c in ("a", "b")}}  # fmt: skip
+    (tmp_path / "config" / "physical.yaml").write_text(yaml.safe_dump(physical))
     attempts = []
     for cfg in ("a", "b"):
         attempts += _reps(tmp_path / "archives", "canary", cfg, canary_means[cfg])

@@ -21,7 +21,9 @@ from typing import Any
 
 _CHUNK = 1 << 20
 SMALL_HASH_BYTES = 1 << 20
-IGNORED_IN_TREES = frozenset({".snakemake_timestamp"})
+# Snakemake's marker in a directory output: an empty file whose mtime stands for the
+# directory's (snakemake.io.IOFile.touch writes it at the top of the output only)
+SNAKEMAKE_MARKER = ".snakemake_timestamp"
 
 
 def canonical_json_bytes(obj: Any) -> bytes:
@@ -72,16 +74,24 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def is_snakemake_marker(relative: str, st: os.stat_result) -> bool:
+    """Whether a tree entry is Snakemake's own marker: ``.snakemake_timestamp`` at the
+    top of the tree, an empty regular file. Anything else by that name (in a
+    subdirectory, with content, a link) is content like any other file."""
+    return relative == SNAKEMAKE_MARKER and stat.S_ISREG(st.st_mode) and st.st_size == 0
+
+
 def sha256_tree(path: str | os.PathLike) -> str:
     """Digest of a directory: canonical JSON of {relative path: file digest}, sorted.
 
-    Snakemake's ``.snakemake_timestamp`` marker (written into directory outputs after a
-    job) is bookkeeping, not content, and is left out."""
+    Snakemake's marker (``is_snakemake_marker``: an empty ``.snakemake_timestamp`` at
+    the top, written into directory outputs after a job) is bookkeeping, not content,
+    and is left out."""
     root = Path(path)
     listing = {
         p.relative_to(root).as_posix(): sha256_file(p)
         for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name not in IGNORED_IN_TREES
+        if p.is_file() and not is_snakemake_marker(p.relative_to(root).as_posix(), p.lstat())
     }
     return sha256_bytes(canonical_json_bytes(listing))
 
@@ -147,13 +157,15 @@ def digest_regular_path(path: str | os.PathLike) -> str:
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         for name in sorted(dirnames + filenames):
             entry = Path(dirpath) / name
-            entry_kind = file_kind(entry.lstat().st_mode)
+            entry_stat = entry.lstat()
+            entry_kind = file_kind(entry_stat.st_mode)
             if entry_kind == "directory":
                 continue
             if entry_kind != "file":
                 raise NotRegular(str(entry), entry_kind)
-            if name not in IGNORED_IN_TREES:
-                listing[entry.relative_to(root).as_posix()] = sha256_regular_file(entry)
+            relative = entry.relative_to(root).as_posix()
+            if not is_snakemake_marker(relative, entry_stat):
+                listing[relative] = sha256_regular_file(entry)
     return sha256_bytes(canonical_json_bytes(dict(sorted(listing.items()))))
 
 
@@ -293,13 +305,19 @@ def check_output_target(target: Path, *, directory: bool, replace: bool = False)
 
 @contextlib.contextmanager
 def atomic_output(
-    path: str | os.PathLike, *, directory: bool = False, replace: bool | None = None
+    path: str | os.PathLike,
+    *,
+    directory: bool = False,
+    replace: bool | None = None,
+    mode: int = 0o644,
 ) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only on success.
 
     On any exception the temporary file or directory is removed, parent directories made
     for it are removed again, and ``path`` is left as it was, so a failed stage never
-    leaves partial output behind. The result is world-readable (0644, directories 0755).
+    leaves partial output behind. The result is world-readable (0644, directories 0755)
+    unless ``mode`` says otherwise (a private key: 0600, never readable by others, not
+    even for a moment).
 
     Before anything is written the target is checked (``check_output_target``): never
     the current directory or an ancestor, never an existing non-regular file, and never
@@ -326,7 +344,7 @@ def atomic_output(
                 shutil.rmtree(target)
             os.replace(tmp, target)
         else:
-            os.chmod(tmp, 0o644)
+            os.chmod(tmp, mode)
             os.replace(tmp, target)
     except BaseException:
         if tmp.is_dir():

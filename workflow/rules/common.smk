@@ -2,7 +2,7 @@
 import glob
 from pathlib import Path
 
-from tracecanary.campaign.physical_sources import physical_sources
+from tracecanary.campaign.physical_sources import check_physical_configs, physical_sources
 
 CAMPAIGN = config["campaign"]
 SOURCES = {s["id"]: s for s in config["sources"]}
@@ -230,6 +230,9 @@ PHYSICAL = config["physical"]  # every default is set by the config schema
 # the physical sources, each with its configurations, repetitions and gate threshold
 # (tracecanary.campaign.physical_sources; an unknown id is refused by name)
 PHYSICAL_SOURCES = physical_sources(config, file=" + ".join(config_files()) or "config")
+# the physical configurations file is checked before any job runs: its names are
+# identifiers (they become path components) and it defines every configuration named above
+check_physical_configs(config, PHYSICAL_SOURCES, file=" + ".join(config_files()) or "config")
 SWEEPS = {w["id"]: w for w in PHYSICAL["sweeps"]}
 for _sid in SWEEPS:
     ALPHABETA[_sid] = {"id": _sid, "path": f"results/{CAMPAIGN}/sweeps/{_sid}"}

@@ -114,6 +114,13 @@ rule calibrate_backends:
             f"results/{wc.campaign}/dispatch/{wc.source}/{c}/attempt"
             for c in physical_configs_of(wc)
         ],
+        # each attempt names the calibration program it replayed, which is read (and its
+        # digest checked) to price the steps: an input like any other, so it is bound and
+        # exists before this job runs, even where the attempt is kept and not re-run
+        dispatch_programs=lambda wc: [
+            f"results/{wc.campaign}/dispatch/{wc.source}/{c}/program"
+            for c in physical_configs_of(wc)
+        ],
         physical_configs=PHYSICAL["physical_configs"],
         canary="results/{campaign}/param/{source}/canary",
         full="results/{campaign}/param/{source}/full",

@@ -5,8 +5,10 @@
   subjects against the manifest, and recomputes the root digest. Returns the list of
   mismatches (empty = everything holds).
 - ``regenerate``: lays out only the evidence and config in a fresh directory, runs the
-  workflow there (recorded evidence, i.e. live captures and physical attempt archives,
-  is copied, never re-run) and compares every derived artifact bit for bit.
+  workflow there (recorded evidence, i.e. live captures, sweeps and physical attempt
+  archives, is copied, and its rules are not allowed to run: ``--allowed-rules``) and
+  compares every derived artifact bit for bit, and the recorded evidence with its
+  digest.
 - ``pack`` / ``unpack``: one deterministic tar.gz of manifest + config + evidence (+ the
   provenance records of recorded evidence), unpacked without trusting member paths.
 """
@@ -17,6 +19,7 @@ import gzip
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -29,7 +32,10 @@ from tracecanary.canonical import (
     canonical_json_bytes,
     digest_path,
     digest_regular_path,
+    file_kind,
+    is_snakemake_marker,
     sha256_bytes,
+    sha256_hasher,
 )
 from tracecanary.errors import ClaimFailed, InputError
 from tracecanary.formats.ids import MANIFEST_FORMAT
@@ -87,16 +93,58 @@ def _check_paths(manifest: dict, file: str) -> None:
 
 
 def default_workdir(manifest_path: str | os.PathLike) -> Path:
-    """results/<campaign>/manifest.json -> the directory the campaign ran in."""
-    p = Path(manifest_path).resolve()
+    """results/<campaign>/manifest.json -> the directory the campaign ran in: the path as
+    given, made absolute but never resolved (a symlink is not followed to another
+    campaign)."""
+    p = Path(os.path.abspath(manifest_path))
     return p.parents[2] if len(p.parents) > 2 and p.parents[1].name == "results" else Path.cwd()
 
 
-def _digest_or_missing(path: Path) -> str:
+def _first_symlink(root: Path, path: Path) -> Path | None:
+    """The first symlink among the entries from ``root`` (exclusive) down to ``path``
+    (inclusive); only ``path`` itself where it is not under ``root``; else None."""
+    path = Path(os.path.abspath(path))
+    root = Path(os.path.abspath(root))
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        return path if path.is_symlink() else None
+    here = root
+    for part in parts:
+        here = here / part
+        if here.is_symlink():
+            return here
+    return None
+
+
+def campaign_root(
+    manifest_path: str | os.PathLike, workdir: str | os.PathLike | None = None
+) -> Path:
+    """The campaign directory of ``manifest_path`` (``workdir``, else inferred), after
+    refusing a manifest reached through a symlink: the manifest file itself, or
+    ``results`` or ``results/<campaign>`` linked elsewhere, would vouch for another
+    campaign's files (ClaimFailed, exit 1, naming the link)."""
+    root = Path(workdir) if workdir else default_workdir(manifest_path)
+    link = _first_symlink(root, Path(manifest_path))
+    if link is not None:
+        raise ClaimFailed(
+            f"{link} is a symlink: a campaign is checked where it lies, never through a "
+            "link to another one",
+            file=str(manifest_path),
+        )
+    return root
+
+
+def _digest_or_missing(path: Path, root: Path | None = None) -> str:
     """The digest of ``path`` as ``digest_path`` computes it, or what stands in its
     place: 'missing', or 'a FIFO' / 'a symlink' / ... for anything that is not a regular
     file or a directory of regular files (never opened, so never followed or blocked
-    on)."""
+    on). With ``root``, a symlinked directory between ``root`` and ``path`` (an item of
+    this campaign read from another one) stands in its place too."""
+    if root is not None:
+        link = _first_symlink(root, path.parent)
+        if link is not None:
+            return f"a symlink at {link}, not a regular file"
     try:
         return digest_regular_path(path)
     except FileNotFoundError:
@@ -131,8 +179,8 @@ def verify_manifest(
     different ``root_sha256`` is a mismatch naming both. A FIFO, device, socket or
     symlink in place of any item (or inside a directory item) is a mismatch by name;
     it is never opened."""
+    root = campaign_root(manifest_path, workdir)
     manifest = load_manifest(manifest_path)
-    root = Path(workdir) if workdir else default_workdir(manifest_path)
     store = root / manifest["config"]["content"].get("store", "results/cas")
     problems: list[Mismatch] = []
     if expect_root is not None and manifest["root_sha256"] != expect_root:
@@ -155,7 +203,7 @@ def verify_manifest(
         desc="verify",
         unit="file",
     ):
-        found = _digest_or_missing(root / item["path"])
+        found = _digest_or_missing(root / item["path"], root)
         if found != item["sha256"]:
             problems.append(Mismatch(item["path"], item["sha256"], found))
         else:
@@ -164,7 +212,7 @@ def verify_manifest(
         e for e in manifest["evidence"] if e.get("kind") == "recorded"
     ]:
         copy = store / "sha256" / item["sha256"][:2] / item["sha256"][2:]
-        found = _digest_or_missing(copy)
+        found = _digest_or_missing(copy, root)
         if found != item["sha256"]:
             problems.append(Mismatch(f"store copy of {item['path']}", item["sha256"], found))
     # each provenance record must state exactly the digests the manifest lists (only
@@ -235,7 +283,7 @@ def check_run_inputs(
             field="root_sha256",
         )
     for item in _inputs_of_a_run(manifest):
-        found = _digest_or_missing(root / item["path"])
+        found = _digest_or_missing(root / item["path"], root)
         if found != item["sha256"]:
             raise InputError(
                 f"{item['path']} does not match the manifest: expected {item['sha256']}, "
@@ -303,6 +351,17 @@ def _run_with_progress(cmd: list[str], cwd: Path, outputs: list[Path]):
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
+def _workflow_rules(snakemake: list[str], cwd: Path) -> list[str]:
+    """The names of the workflow's rules (``snakemake --list-rules``)."""
+    listed = subprocess.run(
+        [*snakemake, "--list-rules"], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    if listed.returncode != 0:
+        last = listed.stderr.strip().splitlines()[-1:] or [str(listed.returncode)]
+        raise InputError(f"the workflow's rules cannot be listed: {last[0]}", field="workdir")
+    return [line.strip() for line in listed.stdout.splitlines() if line and not line[0].isspace()]
+
+
 def regenerate(
     manifest_path: str | os.PathLike,
     workdir: str | os.PathLike,
@@ -314,8 +373,8 @@ def regenerate(
     every derived artifact bit for bit. Before anything is copied or run,
     ``check_run_inputs`` holds for the source and then again for the copies (exit 2
     naming the first mismatch; the fresh directory is removed again)."""
+    src = campaign_root(manifest_path, source_root)
     manifest = load_manifest(manifest_path)
-    src = Path(source_root) if source_root else default_workdir(manifest_path)
     target = Path(workdir)
     if target.is_symlink() or (target.exists() and (not target.is_dir() or any(target.iterdir()))):
         raise InputError(
@@ -341,22 +400,18 @@ def regenerate(
                     child.unlink()
         raise
     configfile = manifest["config"]["files"][0]["path"]
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(target),
-        "--configfile",
-        configfile,
-        "--cores",
-        str(cores),
-        "--rerun-triggers",
-        "mtime",
-        "--quiet",
-    ]
+    snakemake = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
+    snakemake += ["--directory", str(target), "--configfile", configfile]
+    cmd = [*snakemake, "--cores", str(cores), "--rerun-triggers", "mtime"]
+    recorded_rules = {e["rule"] for e in manifest["evidence"] if e.get("kind") == "recorded"}
+    if recorded_rules:
+        # a recorded rule never runs: its outputs are evidence, laid out above. Left to
+        # Snakemake, a job that regenerates a recorded rule's input (the canary's PARAM
+        # export, the dispatch calibration program) would make the recorded job run again
+        # downstream of it, and a fresh measurement replace the bound one.
+        rules = _workflow_rules(snakemake, target)
+        cmd += ["--allowed-rules", *[r for r in rules if r not in recorded_rules]]
+    cmd.append("--quiet")
     run = _run_with_progress(cmd, target, [target / item["path"] for item in manifest["derived"]])
     rows = []
     for item in manifest["derived"]:
@@ -392,7 +447,7 @@ def regenerate(
                 "" if status == "regenerated" else f"expected {item['sha256']}, found {found}",
             )
         )
-    manifest_rel = Path(manifest_path).resolve().relative_to(src.resolve()).as_posix()
+    manifest_rel = Path(os.path.abspath(manifest_path)).relative_to(src.absolute()).as_posix()
     found = _digest_or_missing(target / manifest_rel)
     expected = digest_path(manifest_path)
     rows.append(
@@ -403,12 +458,24 @@ def regenerate(
         )
     )
     for item in manifest["evidence"]:
-        if item.get("kind") == "recorded":
+        if item.get("kind") != "recorded":
+            continue
+        found = _digest_or_missing(target / item["path"])
+        if found == item["sha256"]:
             rows.append(
                 RegenerationRow(
                     item["path"],
                     "not_regenerable",
                     f"recorded evidence of rule {item['rule']} (kept, not re-run)",
+                )
+            )
+        else:  # the run replaced a measurement: what it derived from it proves nothing
+            rows.append(
+                RegenerationRow(
+                    item["path"],
+                    "mismatched",
+                    f"recorded evidence of rule {item['rule']} changed by the run: expected "
+                    f"{item['sha256']}, found {found}",
                 )
             )
     return rows
@@ -422,33 +489,92 @@ def _members(manifest: dict) -> list[str]:
     )
 
 
+class _HashingReader:
+    """A regular file's bytes, hashed as they are read (into an archive)."""
+
+    def __init__(self, path: Path) -> None:
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise NotRegular(str(path), file_kind(st.st_mode))
+        self._fh = os.fdopen(fd, "rb")
+        self.st = st
+        self.hasher = sha256_hasher(size=st.st_size)
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._fh.read(size)
+        self.hasher.update(data)
+        return data
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _member_files(root: Path, rel: str, file: str) -> list[tuple[str, Path]]:
+    """(archive name, path) of every file of the manifest item ``rel``: the file, or
+    every entry below the directory (a symlink, FIFO, device or socket among them, or a
+    symlinked directory on the way, is a mismatch: ClaimFailed naming it)."""
+    path = root / rel
+    found = None
+    link = _first_symlink(root, path)
+    if link is not None:
+        found = f"a symlink at {link}"
+    elif not path.exists():
+        raise InputError(f"{rel} is named by the manifest but missing", file=file, field=rel)
+    elif path.is_dir():
+        files = []
+        for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
+            for name in sorted(dirnames + filenames):
+                entry = Path(dirpath) / name
+                kind = file_kind(entry.lstat().st_mode)
+                if kind == "file":
+                    files.append((f"{rel}/{entry.relative_to(path).as_posix()}", entry))
+                elif kind != "directory":
+                    found = f"a {kind} at {entry}"
+        if found is None:
+            return files
+    else:
+        return [(rel, path)]
+    raise ClaimFailed(
+        f"{rel} does not match the manifest: found {found}, not a regular file",
+        file=file,
+        field=rel,
+    )
+
+
 def pack(manifest_path: str | os.PathLike, output: str | os.PathLike) -> int:
-    """Write a deterministic tar.gz of manifest + config + evidence; return member count."""
+    """Write a deterministic tar.gz of manifest + config + evidence (+ the provenance
+    records of recorded evidence); return the member count.
+
+    Verified while packing: the manifest's root must match its content, and every item
+    must have the digest the manifest lists, computed over the very bytes written into
+    the archive (a file changed after ``verify`` is never packed). A mismatch is
+    ClaimFailed (exit 1) naming the item; nothing is written then."""
     from tracecanary.canonical import atomic_output
 
+    root = campaign_root(manifest_path)
     manifest = load_manifest(manifest_path)
-    root = default_workdir(manifest_path)
+    file = str(manifest_path)
     try:
-        manifest_rel = Path(manifest_path).resolve().relative_to(root.resolve()).as_posix()
+        manifest_rel = Path(os.path.abspath(manifest_path)).relative_to(root).as_posix()
     except ValueError:
         raise InputError(
-            f"manifest is not inside its campaign directory {root}", file=str(manifest_path)
+            f"manifest is not inside its campaign directory {root}", file=file
         ) from None
-    files: list[tuple[str, Path]] = [(manifest_rel, Path(manifest_path))]
-    for rel in _members(manifest):
-        p = root / rel
-        if not p.exists():
-            raise InputError(
-                f"{rel} is named by the manifest but missing", file=str(manifest_path), field=rel
-            )
-        if p.is_dir():
-            files += [
-                (f"{rel}/{q.relative_to(p).as_posix()}", q)
-                for q in sorted(p.rglob("*"))
-                if q.is_file()
-            ]
-        else:
-            files.append((rel, p))
+    found_root = _manifest_root(manifest)
+    if found_root != manifest["root_sha256"]:
+        raise ClaimFailed(
+            f"manifest root_sha256 {manifest['root_sha256']} does not match its content "
+            f"({found_root})",
+            file=file,
+            field="root_sha256",
+        )
+    expected = {item["path"]: item["sha256"] for item in _inputs_of_a_run(manifest)}
+    items = {rel: _member_files(root, rel, file) for rel in _members(manifest)}
+    files = [(manifest_rel, Path(manifest_path))] + [f for group in items.values() for f in group]
+    digests: dict[str, tuple[str, os.stat_result]] = {}
     with atomic_output(output) as tmp:
         with (
             open(tmp, "wb") as raw,
@@ -456,13 +582,38 @@ def pack(manifest_path: str | os.PathLike, output: str | os.PathLike) -> int:
         ):
             with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
                 for name, path in sorted(files):
-                    if path.is_symlink() or not path.is_file():  # never a FIFO, device, link
-                        raise InputError("not a regular file", file=str(path))
-                    with open(path, "rb") as fh:  # streamed: evidence may be large
+                    try:  # never a FIFO, device or link: opened without following, then fstat
+                        reader = _HashingReader(path)
+                    except (NotRegular, OSError):
+                        raise ClaimFailed(
+                            f"{name} is not a regular file", file=file, field=name
+                        ) from None
+                    try:  # streamed: evidence may be large
                         info = tarfile.TarInfo(name)
-                        info.size = os.fstat(fh.fileno()).st_size
+                        info.size = reader.st.st_size
                         info.mtime, info.mode, info.uid, info.gid = 0, 0o644, 0, 0
-                        tar.addfile(info, fh)
+                        tar.addfile(info, reader)
+                    finally:
+                        reader.close()
+                    digests[name] = (reader.hasher.hexdigest(), reader.st)
+        for rel, group in items.items():
+            if len(group) == 1 and group[0][0] == rel:
+                found = digests[rel][0]
+            else:
+                listing = {
+                    name[len(rel) + 1 :]: digest
+                    for name, _ in group
+                    for digest, st in [digests[name]]
+                    if not is_snakemake_marker(name[len(rel) + 1 :], st)
+                }
+                found = sha256_bytes(canonical_json_bytes(dict(sorted(listing.items()))))
+            if found != expected[rel]:
+                raise ClaimFailed(
+                    f"{rel} does not match the manifest: expected {expected[rel]}, found "
+                    f"{found} (changed since the manifest bound it); nothing packed",
+                    file=file,
+                    field=rel,
+                )
     return len(files)
 
 

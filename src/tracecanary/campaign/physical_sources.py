@@ -13,6 +13,11 @@ Guarantees:
   entry leaves out is the section's own ``configs`` / ``repetitions`` /
   ``max_runtime_ratio`` (the schema holds those defaults; nothing is repeated here). An id that is not one of the campaign's sources,
   or that appears twice, is refused by name: a physical source is never silently dropped.
+- ``check_physical_configs`` loads the physical configurations file the campaign names
+  (its schema: every configuration name, and the default, is the config schema's
+  ``identifier``, so no name becomes a path outside the campaign) before any job runs,
+  and refuses a configuration a physical source replays under that the file does not
+  define, naming the file and the key.
 """
 
 from __future__ import annotations
@@ -76,3 +81,28 @@ def physical_sources(config: dict, *, file: str) -> dict[str, PhysicalSource]:
             max_runtime_ratio=float(entry.get("max_runtime_ratio", physical["max_runtime_ratio"])),
         )
     return resolved
+
+
+def check_physical_configs(config: dict, sources: dict[str, PhysicalSource], *, file: str) -> None:
+    """InputError (exit 2) unless the physical configurations file is valid and defines
+    every configuration of ``sources`` (see module doc); nothing to check without
+    physical sources."""
+    if not sources:
+        return
+    from tracecanary.physical.config import load_configs
+
+    physical = config["physical"]
+    path = physical["physical_configs"]
+    defined = load_configs(path)["configs"]
+    for i, entry in enumerate(physical["sources"]):
+        sid = entry if isinstance(entry, str) else entry["id"]
+        overridden = isinstance(entry, dict) and "configs" in entry
+        for j, name in enumerate(sources[sid].configs):
+            if name not in defined:
+                where = f"physical.sources[{i}].configs" if overridden else "physical.configs"
+                raise InputError(
+                    f"physical source {sid!r} replays under configuration {name!r}, which "
+                    f"{path} does not define (have: {', '.join(sorted(defined))})",
+                    file=file,
+                    field=f"{where}[{j}]",
+                )

@@ -8,9 +8,10 @@ implements one.
 
 Guarantees: ``verify_envelope`` returns the key id only when the envelope's payload is
 byte for byte the manifest given and one of its signatures verifies under the public
-key given; a wrong key, a changed manifest or a changed envelope is ``ClaimFailed``
-(exit 1); an unreadable key or envelope is ``InputError`` (exit 2). A key id is the
-SHA-256 of the raw 32-byte public key, in hex: what a lab publishes beside its key.
+key given; a wrong key, a changed manifest or a changed envelope, or a manifest or
+envelope that is a symlink, is ``ClaimFailed`` (exit 1); an unreadable key or envelope
+is ``InputError`` (exit 2). A key id is the SHA-256 of the raw 32-byte public key, in
+hex: what a lab publishes beside its key.
 """
 
 from __future__ import annotations
@@ -81,9 +82,29 @@ def load_public_key(path: str | os.PathLike) -> Ed25519PublicKey:
     return key
 
 
-def generate_key(private_path: str | os.PathLike) -> tuple[Path, str]:
-    """Write a new ed25519 key pair: ``private_path`` (PEM PKCS#8, mode 0600) and
-    ``private_path.pub`` (PEM); return (public key path, key id)."""
+def generate_key(private_path: str | os.PathLike, *, force: bool = False) -> tuple[Path, str]:
+    """Write a new ed25519 key pair: ``private_path`` (PEM PKCS#8, mode 0600 from its
+    first byte) and ``private_path.pub`` (PEM); return (public key path, key id).
+
+    An existing key file (either of the pair) is refused unless ``force``; anything that
+    is not a regular file is always refused (InputError, exit 2). On any refusal or
+    write error neither file is written: the private key is renamed into place only
+    after the public one is."""
+    from tracecanary.canonical import atomic_output, check_output_target
+
+    private_target = Path(private_path)
+    public_path = Path(f"{private_path}.pub")
+    existed = {}
+    for target in (private_target, public_path):
+        check_output_target(target, directory=False)
+        existed[target] = target.exists()
+        if existed[target] and not force:
+            raise InputError(
+                "a key file already exists; refusing to overwrite it (pass --force to "
+                "replace the key pair)",
+                file=str(target),
+                field="--output",
+            )
     key = Ed25519PrivateKey.generate()
     private = key.private_bytes(
         serialization.Encoding.PEM,
@@ -93,10 +114,19 @@ def generate_key(private_path: str | os.PathLike) -> tuple[Path, str]:
     public = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    public_path = Path(f"{private_path}.pub")
-    write_bytes_atomic(private_path, private)
-    os.chmod(private_path, 0o600)
-    write_bytes_atomic(public_path, public)
+    wrote_public = False
+    try:
+        with atomic_output(private_target, mode=0o600) as tmp:
+            tmp.write_bytes(private)
+            write_bytes_atomic(public_path, public)
+            wrote_public = True
+    except BaseException as err:
+        if wrote_public and not existed[public_path]:
+            public_path.unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            where = str(err.filename or private_path)
+            raise InputError(f"cannot write the key pair: {err.strerror}", file=where) from None
+        raise
     return public_path, key_id(key.public_key())
 
 
@@ -144,6 +174,9 @@ def verify_envelope(
     manifest's bytes (see module doc)."""
     envelope_path = envelope_path or default_envelope_path(manifest_path)
     file = str(envelope_path)
+    for given in (manifest_path, envelope_path):
+        if Path(given).is_symlink():  # it would vouch for the link's target, not this one
+            raise ClaimFailed("is a symlink: a signature is checked where it lies", file=str(given))
     envelope = load_json(envelope_path)
     if not isinstance(envelope, dict) or not isinstance(envelope.get("signatures"), list):
         raise InputError("not a DSSE envelope", file=file, field="signatures")

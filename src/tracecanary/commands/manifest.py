@@ -82,6 +82,11 @@ def register(sub) -> None:
     g.add_argument(
         "-o", "--output", required=True, metavar="KEY", help="private key path (KEY.pub beside it)"
     )
+    g.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing key pair at KEY and KEY.pub (default: an existing key is refused)",
+    )
     g.set_defaults(func=run_keygen)
 
 
@@ -155,6 +160,6 @@ def run_sign(args) -> int:
 def run_keygen(args) -> int:
     from tracecanary.campaign.signing import generate_key
 
-    public, kid = generate_key(args.output)
+    public, kid = generate_key(args.output, force=args.force)
     print(f"key {kid}: private {args.output}, public {public}", file=sys.stderr)
     return 0
