@@ -9,11 +9,15 @@ budgets, ``config/backends.yaml``, the default tolerances).
 Per workload, measured in one run: steps, occurrences, the source's bytes (the
 compiler's serialization of the normalized source, ``stats.bytes_source``), the chosen
 canary's bytes and the ratio (target >= 10x), the executed fraction (target <= 20%),
-whether it is verified, and the top blocking check: the first rejected candidate's first
+whether it is verified, the top blocking check, and how much of the signature order
+repeats (``compile.repetition``: in the searched order and in each group's own), for
+each occurrence order (``search --order``: time, by earliest arrival, the default; or
+canonical, a timing-independent linear extension of the ranks' issue orders). The top
+blocking check is the first rejected candidate's first
 ``blocking`` entry in the search log (check, configuration, source and canary figures,
 tolerance) or, where no check failed, the log's reason (e.g. "executes no fewer").
 
-``python -m bench.bench_real_programs [NAME...] [--quick | --steps N] [--cache DIR]``
+``python -m bench.bench_real_programs [NAME...] [--quick | --steps N] [--order O] [--cache DIR]``
 prints the table and the rows as JSON (``--steps``: every workload's capture length, decode
 tokens for tp_decode; ``--quick``: QUICK_STEPS). Captures are kept under
 ``$TRACECANARY_BENCH_DIR/real`` or ``--cache DIR`` (``DIR/<name>-<steps>/capture``; delete
@@ -68,42 +72,68 @@ def capture(name: str, steps: int, cache: Path) -> tuple[Path, float]:
     return merged, time.perf_counter() - started
 
 
+def _blocking_text(c: dict) -> str:
+    """A rejected candidate's first named blocking check, else its reason."""
+    for b in c.get("blocking", []):
+        sig = b.get("signature") or {}
+        where = f" on {sig.get('op')}/{sig.get('group')}" if sig else ""
+        return (
+            f"{c['stage']} {c['settings']}: {b.get('check')} under {b.get('config')}: "
+            f"source {b.get('source')}, canary {b.get('canary')}, "
+            f"allowed {b.get('allowed')}{where}"
+        )
+    return f"{c['stage']} {c['settings']}: {c.get('reason')}"
+
+
 def top_blocking(log: dict) -> str:
-    """The first named blocking check of a rejected candidate, else the first rejected
-    reduction step's reason ('' when nothing was rejected)."""
+    """What stopped the search going further, per stage: for the size (``budget`` and
+    ``refine`` candidates) and for the executed fraction (``execution`` candidates), the
+    first rejected candidate's first named blocking check, else its reason ('' where
+    nothing was rejected)."""
     rejected = [
         c
         for c in log["candidates"]
         if not c.get("accepted") and not str(c.get("reason", "")).startswith("superseded")
     ]
-    for c in rejected:
-        for b in c.get("blocking", []):
-            sig = b.get("signature") or {}
-            where = f" on {sig.get('op')}/{sig.get('group')}" if sig else ""
-            return (
-                f"{c['stage']} {c['settings']}: {b.get('check')} under {b.get('config')}: "
-                f"source {b.get('source')}, canary {b.get('canary')}, "
-                f"allowed {b.get('allowed')}{where}"
-            )
-    for c in rejected:
-        if c["stage"] != "budget":
-            return f"{c['stage']} {c['settings']}: {c.get('reason')}"
-    return rejected[0]["reason"] if rejected else ""
+    parts = []
+    for label, stages in (("size", ("budget", "refine")), ("executed", ("execution",))):
+        mine = [c for c in rejected if c["stage"] in stages]
+        named = [c for c in mine if c.get("blocking")] or mine
+        if named:
+            parts.append(f"{label}: {_blocking_text(named[0])}")
+    return "; ".join(parts)
 
 
-def measure(name: str, steps: int, cache: Path, search_args: tuple[str, ...] = ()) -> dict:
-    """One workload's row: capture (or reuse), ``tracecanary search``, the log read."""
+def repetition(merged: Path, order: str) -> dict:
+    """How much of the signature order repeats (``compile.repetition``) with the
+    occurrences in ``order``: the share of occurrences in repeated records, the top-level
+    records, and the same for each group's own order."""
+    from tracecanary.compile.repetition import repetition_profile
+    from tracecanary.load import load_program
+
+    p = repetition_profile(load_program(merged, order=order))
+    n = max(p.occurrences, 1)
+    return {
+        "records": p.records,
+        "repeated": round(p.repeated / n, 3),
+        "records_within_groups": p.records_within_groups,
+        "repeated_within_groups": round(p.repeated_within_groups / n, 3),
+    }
+
+
+def measure(name: str, steps: int, cache: Path, order: str = "time") -> dict:
+    """One workload's row: capture (or reuse), ``tracecanary search --order ORDER``, the
+    log read, and the repetition of the signature order in that order."""
     merged, capture_s = capture(name, steps, cache)
     base = merged.parent.parent
-    tag = "-".join(a.lstrip("-") for a in search_args) or "default"
-    canary, log_path = base / f"canary-{tag}.json", base / f"search-{tag}.json"
+    canary, log_path = base / f"canary-{order}.json", base / f"search-{order}.json"
     started = time.perf_counter()
     error = None
     try:
         tracecanary_cli(
             "search", str(merged), "--budgets", BUDGETS,
             "--backends", str(REPO / "config" / "backends.yaml"),
-            "-o", str(canary), "--log", str(log_path), "--quiet", *search_args,
+            "-o", str(canary), "--log", str(log_path), "--quiet", "--order", order,
         )  # fmt: skip
     except RuntimeError as err:  # no verified candidate: the log still says why
         error = str(err)[-300:]
@@ -111,11 +141,13 @@ def measure(name: str, steps: int, cache: Path, search_args: tuple[str, ...] = (
     log = json.loads(log_path.read_text())
     row = {
         "workload": name,
+        "order": order,
         "ranks": PROGRAMS[name][1],
         "steps": steps,
         "capture_s": round(capture_s, 1),
         "search_s": round(search_s, 1),
-        "top_blocking": top_blocking(log)[:400],
+        "top_blocking": top_blocking(log)[:600],
+        "repetition": repetition(merged, order),
     }
     if error is not None or not canary.is_file():
         row.update(verified=False, error=error)
@@ -140,21 +172,29 @@ def measure(name: str, steps: int, cache: Path, search_args: tuple[str, ...] = (
 
 def table(rows: list[dict]) -> str:
     head = (
-        f"{'workload':<15}{'ranks':>6}{'steps':>7}{'occ':>8}{'source B':>11}{'canary B':>10}"
+        f"{'workload':<15}{'order':<10}{'ranks':>6}{'steps':>7}{'occ':>8}{'source B':>11}{'canary B':>10}"
         f"{'ratio':>8}{'exec':>7}{'verified':>10}  top blocking check"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
+        lead = f"{r['workload']:<15}{r['order']:<10}{r['ranks']:>6}{r['steps']:>7}"
         if "occurrences" not in r:
-            lines.append(
-                f"{r['workload']:<15}{r['ranks']:>6}{r['steps']:>7}  no canary: {r['error']}"
-            )
+            lines.append(f"{lead}  no canary: {r['error']}")
             continue
         lines.append(
-            f"{r['workload']:<15}{r['ranks']:>6}{r['steps']:>7}{r['occurrences']:>8,}"
+            f"{lead}{r['occurrences']:>8,}"
             f"{r['source_bytes']:>11,}{r['canary_bytes']:>10,}{r['ratio']:>7.1f}x"
             f"{r['executed_fraction']:>7.0%}{str(r['verified']):>10}  "
             f"{'' if r['met'] else r['top_blocking']}"
+        )
+    lines.append("")
+    lines.append("repetition of the signature order (share of occurrences in repeated records):")
+    for r in rows:
+        rep = r["repetition"]
+        lines.append(
+            f"  {r['workload']:<15}{r['order']:<10} {rep['records']:>6} records, "
+            f"{rep['repeated']:.1%} repeated; each group's own order: "
+            f"{rep['records_within_groups']} records, {rep['repeated_within_groups']:.1%}"
         )
     return "\n".join(lines)
 
@@ -175,6 +215,13 @@ def main(argv: list[str] | None = None) -> None:
         + ", ".join(f"{k} {v[2]}" for k, v in PROGRAMS.items()) + ")",
     )  # fmt: skip
     parser.add_argument(
+        "--order",
+        choices=("time", "canonical", "both"),
+        default="both",
+        help="occurrence order searched (search --order); both: time then canonical, "
+        "side by side (default: both)",
+    )
+    parser.add_argument(
         "--cache", type=Path, default=WORK / "real", metavar="DIR",
         help=f"capture cache (default: {WORK / 'real'})",
     )  # fmt: skip
@@ -187,7 +234,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for name in args.names or list(PROGRAMS):
         steps = args.steps or (QUICK_STEPS[name] if args.quick else PROGRAMS[name][2])
-        rows.append(measure(name, steps, args.cache))
+        for order in ("time", "canonical") if args.order == "both" else (args.order,):
+            rows.append(measure(name, steps, args.cache, order))
     print(table(rows))
     print(json.dumps(rows, indent=1))
 
