@@ -170,6 +170,9 @@ def test_concurrent_groups_that_interleave_differently_per_step_repeat_in_canoni
     canonical = repetition_profile(_load(tmp_path, doc, "x", "canonical"))
     assert canonical.records == 1 and canonical.repeated == canonical.occurrences == 160
     assert time_order.records > 10
+    # the search log's obstacle names the fix where the time order hides the motif
+    assert "--order canonical orders them by structure" in time_order.obstacle()
+    assert "--order canonical" not in canonical.obstacle()
 
 
 def test_crossing_asynchronous_sends_give_one_order_whatever_the_timing(tmp_path):
@@ -299,6 +302,8 @@ def test_compile_order_canonical_round_trips_through_expand_and_verify_commitmen
         run = subprocess.run([*CLI, *argv], capture_output=True, text=True, cwd=REPO)
         assert run.returncode == 0, (argv, run.stderr[-2000:])
     assert json.loads(canary.read_text())["source"]["occurrence_order"] == "canonical"
+    notes = " ".join(json.loads(expanded.read_text())["meta"]["notes"])
+    assert "with --order canonical to get the canary's source back" in notes
 
 
 @pytest.mark.slow
@@ -362,3 +367,23 @@ def test_an_unknown_order_is_refused_with_one_line_and_exit_2(tmp_path):
     )  # fmt: skip
     assert run.returncode == 2
     assert "--order" in run.stderr and not (tmp_path / "c.json").exists()
+
+
+def test_the_canary_schema_names_the_orders_of_the_vocabulary():
+    from tracecanary.formats.schemas import load_schema
+    from tracecanary.formats.vocab import OCCURRENCE_ORDERS
+
+    source = load_schema("canary")["properties"]["source"]["properties"]
+    assert tuple(source["occurrence_order"]["enum"]) == OCCURRENCE_ORDERS
+
+
+def test_a_time_order_canary_with_a_negative_gap_is_refused_by_the_schema(tmp_path):
+    from tracecanary.errors import SchemaError
+
+    doc = schedule_trace(2, [[0, 1]], [("c", 0, 64)], 3, seed=2)
+    canary = compile_program(_load(tmp_path, doc, "x", "time"))
+    canary["timing"]["gap"]["values"] = [{"values": [0, -1, 5]}]
+    with pytest.raises(SchemaError):
+        validate_canary(canary)
+    canary["source"]["occurrence_order"] = "canonical"  # declared: signed gaps are allowed
+    validate_canary(canary)

@@ -433,6 +433,11 @@ def expanded_trace_meta(
         notes.append(
             "timing values are interval representatives within the canary's stated budgets"
         )
+    if declared_order(canary) != "time":
+        notes.append(
+            f"occurrences in the {declared_order(canary)} order: compile or search this "
+            f"trace with --order {declared_order(canary)} to get the canary's source back"
+        )
     extra = {
         "canary": {
             "sha256": canary_sha256,
