@@ -14,7 +14,8 @@ Guarantees of ``build_program``:
   mapping's uncertainty unless a group was captured on only some of its ranks; no skew
   value is used when it is unknown;
 - occurrences are in time order (earliest member arrival, ties by group then instance),
-  or with ``order="canonical"`` in ``canonical_order`` (timing-independent; gaps signed).
+  or with ``order="canonical"`` in ``canonical_order`` (timing-independent; gaps signed);
+  the program says "canonical" only where that order differs from the time order.
 """
 
 from __future__ import annotations
@@ -477,10 +478,14 @@ def build_program_from_columns(
     group_size_g = np.where(is_p2p_g, 2, declared_by_code[code_first]).astype(np.int64)
     name_rank = np.empty(len(names), dtype=np.int64)
     name_rank[np.argsort(np.asarray(names, dtype=object), kind="stable")] = np.arange(len(names))
+    perm = np.lexsort((inst_first, name_rank[code_first], T_g))
     if order == "canonical":
-        perm = canonical_order(occs.occ_of, rank, name_rank[code_first], inst_first)
-    else:
-        perm = np.lexsort((inst_first, name_rank[code_first], T_g))
+        canonical = canonical_order(occs.occ_of, rank, name_rank[code_first], inst_first)
+        # declared canonical only where it differs: a program in both orders (one group,
+        # or groups in lockstep) stays a time-order program, byte for byte
+        if np.array_equal(canonical, perm):
+            order = "time"
+        perm = canonical
     # numbered in the members' occ dtype (make_program refuses a count past its limit)
     new_index = np.empty(G, dtype=MEMBER_COLUMNS["occ"] if G <= MEMBER_INDEX_LIMIT else np.int64)
     new_index[perm] = np.arange(G, dtype=np.int64)

@@ -41,8 +41,9 @@ or a rank of 2**31 or more rather than let a value wrap. A reader that computes 
 (``occ * width + rank``, offsets, sums) widens to int64 first.
 
 ``occurrence_order`` says which order the occurrences are in (``OCCURRENCE_ORDERS``:
-"time" unless built canonical); a canary declares it and its readers load the source in
-it.
+"canonical" where built in the canonical order and that order differs from the time
+order, else "time"); a canary declares a canonical one and its readers load the source
+in it.
 
 ``skew_known`` is False when cross-rank arrivals could not be related (no clock
 calibration, groups captured on only some ranks); ``skew_reason`` then says why. Unknown
