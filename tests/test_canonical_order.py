@@ -354,12 +354,15 @@ def test_an_unknown_order_is_refused_with_one_line_and_exit_2(tmp_path):
     assert "--order" in run.stderr and not (tmp_path / "c.json").exists()
 
 
-def test_the_canary_schema_names_the_orders_of_the_vocabulary():
+def test_the_canary_and_config_schemas_name_the_orders_of_the_vocabulary():
     from tracecanary.formats.schemas import load_schema
     from tracecanary.formats.vocab import OCCURRENCE_ORDERS
 
     source = load_schema("canary")["properties"]["source"]["properties"]
     assert tuple(source["occurrence_order"]["enum"]) == OCCURRENCE_ORDERS
+    search = load_schema("config")["properties"]["search"]["properties"]
+    assert tuple(search["order"]["enum"]) == OCCURRENCE_ORDERS
+    assert search["order"]["default"] == "time"
 
 
 def test_a_time_order_canary_with_a_negative_gap_is_refused_by_the_schema(tmp_path):

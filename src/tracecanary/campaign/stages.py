@@ -176,6 +176,8 @@ def search(job) -> None:
             job.input.table,
             "--budgets",
             job.params.budgets,
+            "--order",
+            job.params.order,
             "--backends",
             job.input.backends,
             "--tolerances",
