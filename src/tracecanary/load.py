@@ -248,10 +248,12 @@ def _check_sidecar(sidecar: dict) -> None:
         )
 
 
-def program_from_series(columns: MutableMapping[str, pd.Series], sidecar: dict) -> Program:
+def program_from_series(
+    columns: MutableMapping[str, pd.Series], sidecar: dict, *, order: str = "time"
+) -> Program:
     """``program_from_normalized`` of columns already converted or read on demand
     (``ParquetColumns``), which matching takes over one by one: the caller must not use
-    ``columns`` afterwards."""
+    ``columns`` afterwards. ``order``: the occurrence order (``build_program``'s)."""
     from tracecanary.clocks.status import SkewStatus
     from tracecanary.matching import build_program_from_columns
 
@@ -265,12 +267,14 @@ def program_from_series(columns: MutableMapping[str, pd.Series], sidecar: dict) 
         clocks=clocks,
         skew=SkewStatus.from_json(sidecar["skew"]),
         notes=tuple(sidecar["meta"].get("notes", [])),
+        order=order,
     )
 
 
-def program_from_trace_columns(trace: TraceColumns) -> Program:
+def program_from_trace_columns(trace: TraceColumns, *, order: str = "time") -> Program:
     """The program of a trace read as columns (``trace_columns.read_json_trace``): the one
-    ingest's normalized table of that trace gives, held as column arrays (no pandas)."""
+    ingest's normalized table of that trace gives, held as column arrays (no pandas).
+    ``order``: the occurrence order (``build_program``'s)."""
     from tracecanary.columns import IntColumn
     from tracecanary.matching import build_program_from_columns
 
@@ -293,11 +297,14 @@ def program_from_trace_columns(trace: TraceColumns) -> Program:
         skew=trace.skew,
         notes=trace.notes,
         frames=False,
+        order=order,
     )
 
 
-def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
-    """Program of a trace / normalized table / canary at ``path`` (see module doc)."""
+def load_program(path: str | os.PathLike, *, executed: bool = True, order: str = "time") -> Program:
+    """Program of a trace / normalized table / canary at ``path`` (see module doc).
+    ``order``: how a trace's or table's occurrences are ordered
+    (``formats.vocab.OCCURRENCE_ORDERS``); a canary keeps the order it was compiled in."""
     kind = sniff_format(path)
     if kind == "parquet":
         from tracecanary.ingest import sidecar_path
@@ -306,13 +313,15 @@ def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
         if not side.is_file():
             raise InputError("normalized table has no .meta.json sidecar", file=str(path))
         sidecar = load_json(side)
-        return program_from_series(ParquetColumns(path, skip_empty_optional=True), sidecar)
+        return program_from_series(
+            ParquetColumns(path, skip_empty_optional=True), sidecar, order=order
+        )
     if kind == TRACE_FORMAT:
         from tracecanary.trace_columns import read_json_trace, reads_as_columns
 
         trace = read_json_trace(path) if reads_as_columns(path) else None
         if trace is not None:
-            return program_from_trace_columns(trace)
+            return program_from_trace_columns(trace, order=order)
         import tempfile
 
         from tracecanary.ingest import ingest_files
@@ -323,6 +332,7 @@ def load_program(path: str | os.PathLike, *, executed: bool = True) -> Program:
             return program_from_series(
                 ParquetColumns(out, skip_empty_optional=True),
                 json.loads(result.sidecar.read_text()),
+                order=order,
             )
     if kind == CANARY_FORMAT:
         from tracecanary.compile.document import load_canary

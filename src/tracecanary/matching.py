@@ -12,7 +12,10 @@ Guarantees of ``build_program``:
 - skew follows the trace's declared status (``skew``: the ingest sidecar's, decided once by
   ``tracecanary.clocks.status``); with a ``clock_map`` (merge) it is known with the
   mapping's uncertainty unless a group was captured on only some of its ranks; no skew
-  value is used when it is unknown.
+  value is used when it is unknown;
+- occurrences are in time order (earliest member arrival, ties by group then instance),
+  or with ``order="canonical"`` in ``canonical_order`` (timing-independent; gaps signed);
+  the program says "canonical" only where that order differs from the time order.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from tracecanary.factorize import cumcount, factorize, sorted_distinct
 from tracecanary.program import (
     MEMBER_COLUMNS,
     MEMBER_INDEX_LIMIT,
+    OCCURRENCE_ORDERS,
     Program,
     make_program,
 )
@@ -235,6 +239,7 @@ def build_program(
     clock_map: ClockMap | None = None,
     skew: SkewStatus | None = None,
     notes: tuple[str, ...] = (),
+    order: str = "time",
 ) -> Program:
     """Occurrence-level program of a normalized trace (rows in per-rank issue order).
 
@@ -251,6 +256,7 @@ def build_program(
         clock_map=clock_map,
         skew=skew,
         notes=notes,
+        order=order,
     )
 
 
@@ -264,6 +270,7 @@ def build_program_from_columns(
     skew: SkewStatus | None = None,
     notes: tuple[str, ...] = (),
     frames: bool = True,
+    order: str = "time",
 ) -> Program:
     """``build_program`` of the normalized columns in ``columns`` (name -> column of one
     length: a Series with a default index, string columns possibly categorical, or a
@@ -276,7 +283,11 @@ def build_program_from_columns(
     where the values are indices or counts below the event count) on top of the columns
     in use, not a table of Python objects. The same program and refusals as
     ``build_program``; ``frames``: its tables as DataFrames, else as column arrays
-    (``make_program(..., columns=True)``: no pandas needed)."""
+    (``make_program(..., columns=True)``: no pandas needed). ``order``: "time" (by
+    earliest member arrival, ties by group then instance) or "canonical"
+    (``canonical_order``; gaps are then signed)."""
+    if order not in OCCURRENCE_ORDERS:
+        raise ValueError(f"order must be one of {OCCURRENCE_ORDERS}, not {order!r}")
     op = _texts(columns.pop("op"))
     rank = _member_ranks(columns.pop("rank"))
     code, names, instance = _instance_keys(columns, op, rank)
@@ -468,6 +479,13 @@ def build_program_from_columns(
     name_rank = np.empty(len(names), dtype=np.int64)
     name_rank[np.argsort(np.asarray(names, dtype=object), kind="stable")] = np.arange(len(names))
     perm = np.lexsort((inst_first, name_rank[code_first], T_g))
+    if order == "canonical":
+        canonical = canonical_order(occs.occ_of, rank, name_rank[code_first], inst_first)
+        # declared canonical only where it differs: a program in both orders (one group,
+        # or groups in lockstep) stays a time-order program, byte for byte
+        if np.array_equal(canonical, perm):
+            order = "time"
+        perm = canonical
     # numbered in the members' occ dtype (make_program refuses a count past its limit)
     new_index = np.empty(G, dtype=MEMBER_COLUMNS["occ"] if G <= MEMBER_INDEX_LIMIT else np.int64)
     new_index[perm] = np.arange(G, dtype=np.int64)
@@ -537,7 +555,95 @@ def build_program_from_columns(
         skew_uncertainty_ns=status.uncertainty_ns or 0,
         take_columns=True,  # every array above is this call's own: no copy
         columns=not frames,
+        occurrence_order=order,
     )
+
+
+def canonical_order(
+    occ_of: np.ndarray, rank: np.ndarray, group_rank: np.ndarray, instance: np.ndarray
+) -> np.ndarray:
+    """The canonical order of occurrences: occurrence indices (``occ_of``'s numbering) in
+    the order Kahn's algorithm emits them over the happens-before graph whose edges are
+    each rank's issue order (``occ_of`` / ``rank`` per event, events in per-rank issue
+    order; a matched send/recv is one occurrence, so send -> recv is inside it), taking
+    among the ready occurrences the smallest (step, group, instance): ``step`` the
+    largest position any member holds in its own rank's issue order, ``group`` the
+    group name's sorted position (``group_rank``), ``instance`` the per-group instance.
+
+    Guarantees: it depends on the events' order per rank and their keys only, never on
+    timestamps, so two runs whose concurrent groups interleave differently in time give
+    the same order; it is a linear extension of every rank's issue order wherever those
+    orders are acyclic together. Where they are not (asynchronous sends and receives
+    issued in crossing orders on two ranks) Kahn's algorithm stalls; it then takes the
+    smallest occurrence that heads some rank's remaining order, so each rank's order is
+    broken only inside such a cycle. Each group's occurrences keep their instance order
+    (instances are numbered in every member's issue order). Where the (step, group,
+    instance) sort is itself a linear extension (the common case: ranks that issue in
+    lockstep) that sort is the result, with no Python step per occurrence."""
+    G = int(group_rank.size)
+    if G == 0:
+        return np.zeros(0, dtype=np.int64)
+    occ_of = occ_of.astype(np.int64, copy=False)
+    pos = cumcount(rank.astype(np.int64, copy=False)).astype(np.int64)
+    step = np.zeros(G, dtype=np.int64)
+    np.maximum.at(step, occ_of, pos)
+    by_key = np.lexsort((instance, group_rank, step))
+    key_pos = np.empty(G, dtype=np.int64)
+    key_pos[by_key] = np.arange(G, dtype=np.int64)
+    # each rank's events in issue order: the sort is an extension iff every chain rises
+    chain = np.lexsort((np.arange(rank.size), rank))
+    chain_occ = occ_of[chain]
+    same_rank = rank[chain][1:] == rank[chain][:-1]
+    if not (same_rank & (key_pos[chain_occ[1:]] <= key_pos[chain_occ[:-1]])).any():
+        return by_key
+    return _kahn(chain_occ, same_rank, key_pos, G)
+
+
+def _kahn(chain_occ: np.ndarray, same_rank: np.ndarray, key_pos: np.ndarray, G: int):
+    """Kahn's algorithm over the rank chains (``chain_occ``: occurrence of each event,
+    ranks one after another in issue order; ``same_rank[i]``: event i + 1 follows event i
+    on its rank), smallest ``key_pos`` first; a stall takes the smallest chain head."""
+    import heapq
+
+    n = chain_occ.size
+    nxt = np.full(n, -1, dtype=np.int64)
+    nxt[:-1][same_rank] = np.arange(1, n)[same_rank]
+    indeg = np.bincount(chain_occ[1:][same_rank], minlength=G)
+    starts = np.flatnonzero(np.r_[True, ~same_rank])  # each rank's first event
+    ends = np.r_[starts[1:], n]
+    order_e = np.argsort(chain_occ, kind="stable")  # events of each occurrence
+    bounds = np.searchsorted(chain_occ[order_e], np.arange(G + 1))
+    rank_of_event = np.repeat(np.arange(starts.size), ends - starts)
+    head = starts.copy()
+    key_l, occ_l, nxt_l = key_pos.tolist(), chain_occ.tolist(), nxt.tolist()
+    emitted = [False] * G
+    ready = [(key_l[g], g) for g in np.flatnonzero(indeg == 0).tolist()]
+    heapq.heapify(ready)
+    indeg_l = indeg.tolist()
+    out = []
+    while len(out) < G:
+        if ready:
+            g = heapq.heappop(ready)[1]
+            if emitted[g]:
+                continue
+        else:  # a cycle: the smallest occurrence heading a rank's remaining order
+            g = min(
+                (occ_l[h] for h, e in zip(head.tolist(), ends.tolist(), strict=True) if h < e),
+                key=key_l.__getitem__,
+            )
+        emitted[g] = True
+        out.append(g)
+        for e in order_e[bounds[g] : bounds[g + 1]].tolist():
+            s = nxt_l[e]
+            if s >= 0:
+                h = occ_l[s]
+                indeg_l[h] -= 1
+                if indeg_l[h] == 0 and not emitted[h]:
+                    heapq.heappush(ready, (key_l[h], h))
+            r = int(rank_of_event[e])
+            while head[r] < ends[r] and emitted[occ_l[head[r]]]:
+                head[r] += 1
+    return np.asarray(out, dtype=np.int64)
 
 
 def _member_ranks(column: pd.Series | IntColumn) -> np.ndarray:

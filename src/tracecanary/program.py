@@ -3,7 +3,10 @@ compiler encodes, the simulator replays and the verifier compares.
 
 One *occurrence* is one collective instance (all members of its group together) or
 one matched send/recv pair. Occurrences are in global issue order (by the earliest
-member arrival, ties by group then per-group instance).
+member arrival, ties by group then per-group instance), or, where the program was built
+with ``order="canonical"`` (``OCCURRENCE_ORDERS``), in the canonical order
+(``tracecanary.matching.canonical_order``): a linear extension of every rank's issue
+order that timing does not change, in which ``gap_ns`` may be negative.
 
 Columns of ``Program.occurrences`` (one row per occurrence, numpy-backed):
     occ          int64   0..n-1, the logical occurrence index
@@ -17,6 +20,7 @@ Columns of ``Program.occurrences`` (one row per occurrence, numpy-backed):
     stream       str     "" when absent
     gap_ns       int64   issue time of this occurrence minus the previous one's (first: 0);
                          an occurrence's issue time is its earliest member arrival
+                         (>= 0 in time order; signed in the canonical order)
     overlap_ns   int64   compute concurrent with the communication (max over members);
                          meaningful only where has_overlap is True
     has_overlap  bool    False = not measured (never read as 0)
@@ -35,6 +39,11 @@ Columns of ``Program.members`` (one row per member of each occurrence, sorted by
 refuses (InputError, exit 2, naming the field) a program with 2**31 or more occurrences
 or a rank of 2**31 or more rather than let a value wrap. A reader that computes with them
 (``occ * width + rank``, offsets, sums) widens to int64 first.
+
+``occurrence_order`` says which order the occurrences are in (``OCCURRENCE_ORDERS``:
+"canonical" where built in the canonical order and that order differs from the time
+order, else "time"); a canary declares a canonical one and its readers load the source
+in it.
 
 ``skew_known`` is False when cross-rank arrivals could not be related (no clock
 calibration, groups captured on only some ranks); ``skew_reason`` then says why. Unknown
@@ -56,6 +65,7 @@ import numpy as np
 from tracecanary.clocks.status import SkewStatus
 from tracecanary.errors import InputError
 from tracecanary.factorize import factorize, first_rows
+from tracecanary.formats.vocab import OCCURRENCE_ORDERS
 
 if TYPE_CHECKING:  # imported where a table is built: a canary's replay needs no pandas
     import pandas as pd
@@ -153,6 +163,7 @@ class Program:
         "skew_reason",
         "notes",
         "skew_uncertainty_ns",
+        "occurrence_order",
         "__weakref__",
     )
 
@@ -165,9 +176,17 @@ class Program:
         skew_reason: str | None = None,
         notes: tuple[str, ...] = (),
         skew_uncertainty_ns: int = 0,
+        occurrence_order: str = "time",
     ) -> None:
         self._set(
-            occurrences, members, world_size, skew_known, skew_reason, notes, skew_uncertainty_ns
+            occurrences,
+            members,
+            world_size,
+            skew_known,
+            skew_reason,
+            notes,
+            skew_uncertainty_ns,
+            occurrence_order,
         )
         _check_tables(occurrences, members)
 
@@ -186,7 +205,11 @@ class Program:
         hold for the same values."""
         return cls(occurrences, members, **attributes)
 
-    def _set(self, occ, mem, world_size, skew_known, skew_reason, notes, uncertainty) -> None:
+    def _set(
+        self, occ, mem, world_size, skew_known, skew_reason, notes, uncertainty, order="time"
+    ) -> None:
+        if order not in OCCURRENCE_ORDERS:
+            raise ValueError(f"occurrence_order must be one of {OCCURRENCE_ORDERS}, not {order!r}")
         setter = object.__setattr__
         # column arrays are held in a dict of their own (a DataFrame is not a Mapping)
         setter(self, "_occ", dict(occ) if isinstance(occ, Mapping) else occ)
@@ -196,6 +219,7 @@ class Program:
         setter(self, "skew_reason", skew_reason)
         setter(self, "notes", tuple(notes))
         setter(self, "skew_uncertainty_ns", uncertainty)
+        setter(self, "occurrence_order", order)
 
     def __setattr__(self, name, value) -> None:
         raise AttributeError(f"Program is read-only ({name}); use replace or with_column")
@@ -211,6 +235,7 @@ class Program:
                 self.skew_reason,
                 self.notes,
                 self.skew_uncertainty_ns,
+                self.occurrence_order,
             ),
         )
 
@@ -223,6 +248,7 @@ class Program:
             "skew_reason": self.skew_reason,
             "notes": self.notes,
             "skew_uncertainty_ns": self.skew_uncertainty_ns,
+            "occurrence_order": self.occurrence_order,
         }
         unknown = set(changes) - set(fields) - {"occurrences", "members"}
         if unknown:
@@ -239,6 +265,7 @@ class Program:
             fields["skew_reason"],
             fields["notes"],
             fields["skew_uncertainty_ns"],
+            fields["occurrence_order"],
         )
         if "occurrences" in changes or "members" in changes:
             _check_tables(occ, mem)
@@ -441,10 +468,12 @@ def _read_only(values: np.ndarray, dtype) -> np.ndarray:
     return array
 
 
-def _restore(occ, mem, world_size, skew_known, skew_reason, notes, uncertainty) -> Program:
+def _restore(
+    occ, mem, world_size, skew_known, skew_reason, notes, uncertainty, order="time"
+) -> Program:
     """A Program from its pickled parts (``Program.__reduce__``)."""
     program = Program.__new__(Program)
-    program._set(occ, mem, world_size, skew_known, skew_reason, notes, uncertainty)
+    program._set(occ, mem, world_size, skew_known, skew_reason, notes, uncertainty, order)
     return program
 
 
@@ -590,6 +619,7 @@ def make_program(
     skew_uncertainty_ns: int = 0,
     take_columns: bool = False,
     columns: bool = False,
+    occurrence_order: str = "time",
 ) -> Program:
     """Build a Program from column arrays, filling optional columns with their defaults
     (weight 1.0, tail False, has_* False with value 0, root -1, phase/stream "").
@@ -643,6 +673,7 @@ def make_program(
         "skew_reason": skew_reason,
         "notes": tuple(notes),
         "skew_uncertainty_ns": int(skew_uncertainty_ns) if skew_known else 0,
+        "occurrence_order": occurrence_order,
     }
     if columns:
         if not take_columns:  # an int32 column that needed no conversion is the caller's

@@ -29,6 +29,7 @@ rule search:
         prov="results/{campaign}/provenance/search/{source}.json",
     params:
         budgets=config["search"]["budgets"],
+        order=config["search"]["order"],
     log:
         "logs/{campaign}/search/{source}.log",
     benchmark:

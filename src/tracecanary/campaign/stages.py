@@ -184,6 +184,8 @@ def search(job) -> None:
             job.input.table,
             "--budgets",
             job.params.budgets,
+            "--order",
+            job.params.order,
             "--backends",
             job.input.backends,
             "--tolerances",

@@ -103,6 +103,21 @@ def add_quiet_option(parser) -> None:
     )
 
 
+def add_order_option(parser) -> None:
+    """``--order time|canonical``: the order the source's occurrences are compiled in
+    (``formats.vocab.OCCURRENCE_ORDERS``); the canary declares a canonical one."""
+    from tracecanary.formats.vocab import OCCURRENCE_ORDERS
+
+    parser.add_argument(
+        "--order",
+        choices=OCCURRENCE_ORDERS,
+        default="time",
+        help="occurrence order of the source: time (by earliest member arrival) or "
+        "canonical (each rank's issue order merged by structure, independent of timing "
+        "jitter between concurrent groups; written into the canary) (default: time)",
+    )
+
+
 def add_diagnostics_option(parser) -> None:
     """``--diagnostics-json PATH``: the failed checks, their numbers and the fix
     (``tracecanary.diagnostics``), written on exit 0 and on exit 1, never on exit 2."""
@@ -137,13 +152,14 @@ def add_table_outputs(parser, *, metavar: str, what: str) -> None:
 
 
 def judge_canary_against_source(args, judge, **extra) -> dict:
-    """Load ``args.backends``, ``args.tolerances``, the source program ``args.source`` and
-    the canary ``args.canary`` (errors located at the file they come from), then return
+    """Load ``args.backends``, ``args.tolerances``, the canary ``args.canary`` and the
+    source program ``args.source`` in the order the canary declares (errors located at
+    the file they come from), then return
     ``judge(source, canary, backends, tolerances, source_digest=..., canary_digest=...,
     config_names=args.config, **extra)``: the shared front of verify-behavior and
     baselines."""
     from tracecanary.canonical import sha256_file
-    from tracecanary.compile.document import load_canary
+    from tracecanary.compile.document import declared_order, load_canary
     from tracecanary.errors import located
     from tracecanary.load import load_program
     from tracecanary.sim.backends import load_backends
@@ -151,10 +167,11 @@ def judge_canary_against_source(args, judge, **extra) -> dict:
 
     backends = load_backends(args.backends)
     tolerances = load_tolerances(args.tolerances)
-    with located(args.source):
-        source = load_program(args.source, executed=False)
     with located(args.canary):
         canary = load_canary(args.canary)
+    with located(args.source):  # in the order the canary declares
+        source = load_program(args.source, executed=False, order=declared_order(canary))
+    with located(args.canary):
         return judge(
             source,
             canary,

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from tracecanary.commands import add_diagnostics_option, add_quiet_option
+from tracecanary.commands import add_diagnostics_option, add_order_option, add_quiet_option
 from tracecanary.compile.selection import DEFAULT_STEADY_SELECTION, STEADY_SELECTIONS
 from tracecanary.errors import InputError
 
@@ -97,6 +97,7 @@ def register(sub) -> None:
         metavar="CANARY.json",
         help="where to write the canary (tracecanary.canary/v1)",
     )
+    add_order_option(p)
     add_diagnostics_option(p)
     add_quiet_option(p)
     p.set_defaults(func=run)
@@ -168,7 +169,7 @@ def _run(args, diagnostics) -> int:
             bar.update(stages.index(name) - bar.n)
 
         stage("load")
-        source = load_program(args.input, executed=False)
+        source = load_program(args.input, executed=False, order=args.order)
         stage("compile")
         canary = compile_program(
             source,

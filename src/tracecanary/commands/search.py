@@ -8,6 +8,7 @@ from tracecanary.commands import (
     add_backends_option,
     add_configs_option,
     add_diagnostics_option,
+    add_order_option,
     add_quiet_option,
     add_tolerances_option,
 )
@@ -44,6 +45,7 @@ def register(sub) -> None:
         metavar="VERIFICATION.json",
         help="also write the chosen canary's verification here (default: not written)",
     )
+    add_order_option(p)
     add_diagnostics_option(p)
     add_quiet_option(p)
     p.set_defaults(func=run)
@@ -71,7 +73,7 @@ def _run(args, diagnostics) -> int:
     tolerances = load_tolerances(args.tolerances)
     budgets = parse_budgets(args.budgets)
     with located(args.trace):
-        program = load_program(args.trace, executed=False)
+        program = load_program(args.trace, executed=False, order=args.order)
     digest = sha256_file(args.trace)
     with progress(desc="search", unit="candidate") as bar:
 

@@ -30,17 +30,14 @@ def run(args) -> int:
 def _run(args, diagnostics) -> int:
     import json
 
-    from tracecanary.compile.document import load_canary
+    from tracecanary.compile.document import declared_order, load_canary
     from tracecanary.diagnostics import FIX_COMMITMENTS, failed_check
     from tracecanary.errors import ClaimFailed
     from tracecanary.load import load_program
     from tracecanary.verify.commitments import verify_commitments
 
     canary = load_canary(args.canary)
-    try:
-        source = load_program(args.source, executed=False)
-    except TypeError:  # loaders without the executed keyword
-        source = load_program(args.source)
+    source = load_program(args.source, executed=False, order=declared_order(canary))
     mismatches = verify_commitments(source, canary)
     intervals = sum(
         len(s["intervals"])

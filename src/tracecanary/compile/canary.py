@@ -70,10 +70,15 @@ def validate_source(program: Program) -> None:
     for col, mask_col in checks:
         v = program.column(col, np.int64)
         m = np.ones(n, bool) if mask_col is None else program.column(mask_col, bool)
-        bad = m & ((v < 0) | (v >= iv.MAX_VALUE))
+        # a gap is signed in the canonical order (an occurrence placed before one issued
+        # earlier); every other value, and a gap in time order, is non-negative
+        signed = col == "gap_ns" and program.occurrence_order == "canonical"
+        low = -iv.MAX_VALUE if signed else 0
+        bad = m & ((v < low) | (v >= iv.MAX_VALUE))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise InputError(f"value {int(v[i])} out of range [0, 2^60)", record=i, field=col)
+            span = "(-2^60, 2^60)" if signed else "[0, 2^60)"
+            raise InputError(f"value {int(v[i])} out of range {span}", record=i, field=col)
     mocc = program.member_column("occ")  # int32: only compared
     if len(mocc) and ((np.diff(mocc) < 0).any() or mocc[0] < 0 or mocc[-1] >= n):
         raise InputError(
@@ -122,6 +127,7 @@ def prefix_program(program: Program, stop: int) -> Program:
         skew_reason=program.skew_reason,
         notes=program.notes,
         skew_uncertainty_ns=program.skew_uncertainty_ns,
+        occurrence_order=program.occurrence_order,
     )
 
 
@@ -250,6 +256,12 @@ def _compile(
                 else {}
             ),
             "notes": list(program.notes),
+            # declared where not the default time order, so readers load the source in it
+            **(
+                {"occurrence_order": program.occurrence_order}
+                if program.occurrence_order != "time"
+                else {}
+            ),
             "covered_occurrences": int(covered_n),
             "covered_digest": ser.digest(covered_n),
         },

@@ -44,6 +44,13 @@ def validate_canary(doc: Any, *, file: str | None = None, limits: Limits | None 
     check_canary_limits(doc, limits or current_limits(), file=file)
 
 
+def declared_order(doc: dict) -> str:
+    """The order a canary's occurrences (and so its source's) are in:
+    ``source.occurrence_order``, "time" where absent. A reader of the source loads it in
+    this order (``load_program(..., order=declared_order(canary))``)."""
+    return str(doc["source"].get("occurrence_order", "time"))
+
+
 def load_canary(path: str | os.PathLike) -> dict:
     """Parse (under the resource limits) and validate a canary file."""
     limits = current_limits()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracecanary.compile import timing_streams
+from tracecanary.compile.document import declared_order
 from tracecanary.compile.reductions import executed_selection, read_reductions
 from tracecanary.compile.structure import expand_structure, member_positions, structure_length
 from tracecanary.compile.timing_streams import FIELDS
@@ -216,6 +217,7 @@ def logical_occurrences(canary: dict, d: Decoded) -> Program:
         skew_known=bool(canary["source"]["skew_known"]),
         skew_reason=canary["source"].get("skew_reason"),
         notes=_expansion_notes(canary, False),
+        occurrence_order=declared_order(canary),
     )
 
 
@@ -227,6 +229,7 @@ def _make_program(
     skew_known: bool,
     skew_reason: str | None,
     notes: tuple[str, ...],
+    occurrence_order: str = "time",
 ) -> Program:
     """``make_program`` of an expansion (every column given but ``occ`` and ``weight``),
     held as column arrays (``Program.from_columns``: no pandas until a DataFrame is
@@ -257,6 +260,7 @@ def _make_program(
         skew_known=skew_known,
         skew_reason=skew_reason,
         notes=tuple(notes),
+        occurrence_order=occurrence_order,
     )
     if not_text:
         program.occurrences  # noqa: B018 (built now: readers see make_program's text)
@@ -312,6 +316,7 @@ def expand_canary(canary: dict, executed: bool = False) -> Program:
         skew_known=skew_known,
         skew_reason=canary["source"].get("skew_reason"),
         notes=notes,
+        occurrence_order=declared_order(canary),
     )
     if not executed:
         return program
@@ -427,6 +432,11 @@ def expanded_trace_meta(
     if canary["timing_mode"] != "lossless":
         notes.append(
             "timing values are interval representatives within the canary's stated budgets"
+        )
+    if declared_order(canary) != "time":
+        notes.append(
+            f"occurrences in the {declared_order(canary)} order: compile or search this "
+            f"trace with --order {declared_order(canary)} to get the canary's source back"
         )
     extra = {
         "canary": {

@@ -61,6 +61,7 @@ class RepetitionProfile:
     repeated: int
     repeated_without_stream: int
     repeated_within_groups: int
+    order: str = "time"  # the program's occurrence order
 
     def obstacle(self) -> str:
         """One sentence: how the order encodes and, where another order encodes in
@@ -88,7 +89,12 @@ class RepetitionProfile:
             hidden.append(
                 f"each group's own order: {self.records_within_groups} records, "
                 f"{self.repeated_within_groups / n:.0%} repeated (concurrent groups "
-                "interleave differently from step to step)"
+                "interleave differently from step to step"
+                + (
+                    "; --order canonical orders them by structure, not timing)"
+                    if self.order == "time"
+                    else ")"
+                )
             )
         return text + ("; " + "; ".join(hidden) if hidden else "")
 
@@ -117,4 +123,5 @@ def repetition_profile(program: Program) -> RepetitionProfile:
         repeated=own[1],
         repeated_without_stream=no_stream[1],
         repeated_within_groups=sum(x for _, x in per_group),
+        order=program.occurrence_order,
     )

@@ -1,6 +1,7 @@
 """Write a ``Program`` as a native trace (``tracecanary.trace/v1`` JSON), vectorized.
 
-One event per member per occurrence, in occurrence order then rank order:
+One event per member per occurrence, in occurrence order then rank order (each rank's
+events in its issue order where the occurrence order breaks it: see ``trace_bytes``):
 ``rank``, ``seq`` (the rank's issue order), ``op``, ``bytes``, ``dtype``, ``group``,
 ``instance`` (per-group sequence), ``root`` (when >= 0), ``peer`` and ``send``/``recv``
 for a matched pair (group ``p2p:<src>-><dst>``), ``phase``/``stream`` when not empty,
@@ -8,7 +9,8 @@ for a matched pair (group ``p2p:<src>-><dst>``), ``phase``/``stream`` when not e
 members, written on every member), and ``ts_ns``:
 
 * skew known: ``ts_ns = issue time + skew`` on one synthetic reference clock (all
-  ranks in clock domain ``synthetic``), issue time = cumulative gaps;
+  ranks in clock domain ``synthetic``), issue time = cumulative gaps (shifted to start
+  at 0 where a canonical order's signed gaps take it below);
 * skew unknown: ``ts_ns`` = the occurrence's issue time on each rank's own clock
   domain (one domain per rank): ranks are not comparable, so no skew is implied; the
   meta notes say so.
@@ -66,8 +68,20 @@ def trace_bytes(program: Program, meta: dict, *, lines: bool = False) -> bytes:
     ranks = program.member_column("rank", np.int64)
     tx = jv.builder(max(n, len(m_occ)))
     issue = program.issue_ns()
+    if n and issue.min() < 0:  # canonical order: an occurrence issued before the first
+        issue = issue - issue.min()
     skew = program.member_column("skew_ns", np.int64) if program.skew_known else 0
     ts = issue[m_occ] + skew
+    # each rank's events are written in its issue order (ts, then occurrence order), in
+    # the slots its members hold in occurrence order: the same rows wherever occurrence
+    # order keeps every rank's issue order; a canonical order that breaks a cycle of
+    # crossing sends and receives does not, and a trace must not go back in time
+    by_slot = np.lexsort((np.arange(len(m_occ)), ranks))
+    by_issue = np.lexsort((np.arange(len(m_occ)), ts, ranks))
+    if not np.array_equal(by_slot, by_issue):
+        rows = np.empty_like(by_slot)
+        rows[by_slot] = by_issue
+        m_occ, ranks, ts = m_occ[rows], ranks[rows], ts[rows]
     seq = cumcount(ranks).astype(np.int64)
     instance = cumcount(program.factorized("group", sort=False)[0]).astype(np.int64)
 

@@ -43,6 +43,11 @@ DTYPE_BYTES: dict[str, int] = {
 """The canonical (torch-style) dtype names and their element sizes in bytes."""
 DTYPES: tuple[str, ...] = tuple(DTYPE_BYTES)
 
+OCCURRENCE_ORDERS: tuple[str, ...] = ("time", "canonical")
+"""How a program's occurrences are ordered: ``time`` (by earliest member arrival, ties by
+group then instance: the default) or ``canonical`` (a timing-independent linear extension
+of the ranks' issue orders, ``tracecanary.matching.canonical_order``; gaps are signed)."""
+
 LADDER_COLLECTIVES: tuple[str, ...] = (*COLLECTIVES, "sendrecv", "scatter", "gather")
 """The nccl-tests perf binaries' collectives, as ladders and sweeps name them (scatter and
 gather price the decomposed replayer mode's broadcast and reduce; no trace op is one)."""

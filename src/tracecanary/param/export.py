@@ -160,6 +160,8 @@ def export_param(
     tracker = UpstreamGroups(world)
     per_rank: dict[int, list[dict]] = {r: [] for r in range(world)}
     start = program.issue_ns()
+    if len(start) and start.min() < 0:  # canonical order's signed gaps: start at 0
+        start = start - start.min()
     group_size = program.column("group_size")
     skipped: list[dict] = []
     counts: Counter[str] = Counter()

@@ -12,7 +12,7 @@ Guarantees:
   recurrence S_i = P_i + cummax_{k<=i}(R_k - P_k) evaluated with grouped cumsum/cummax;
 - unknown skew is never simulated as a measured zero: ``Prepared.skew_status`` is
   ``"unknown"`` and the report says skew was not simulated;
-- bad programs (negative gaps or skews, non-positive or non-finite weights, group sizes
+- bad programs (negative gaps in time order, negative skews, non-positive or non-finite weights, group sizes
   below 1, ops without a cost model) raise ``InputError`` naming the record and field.
 """
 
@@ -262,7 +262,8 @@ def _checked_columns(program: Program) -> tuple[np.ndarray, ...]:
     the occurrence-level refusals ``prepare`` makes (in its order)."""
     n = program.n
     gap = program.column("gap_ns", np.int64)
-    if n and (gap < 0).any():
+    # in the canonical order an occurrence may precede one issued earlier: gaps are signed
+    if n and program.occurrence_order == "time" and (gap < 0).any():
         raise InputError("negative gap", record=f"occurrence {_first_bad(gap < 0)}", field="gap_ns")
     weight_all = program.column("weight", np.float64)
     bad_w = ~np.isfinite(weight_all) | (weight_all <= 0)

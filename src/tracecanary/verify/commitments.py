@@ -34,6 +34,7 @@ import numpy as np
 
 from tracecanary.compile import timing
 from tracecanary.compile.budget import FIELDS, parse_overrides
+from tracecanary.compile.document import declared_order
 from tracecanary.compile.execution import check_execution
 from tracecanary.compile.expand import (
     Decoded,
@@ -95,6 +96,9 @@ def verify_commitments(
     already holds it and has made ``check_member_ranks`` of it (``expand_canary``'s
     refusals). Neither changes the result, only what is recomputed."""
     out: list[dict] = []
+    order = declared_order(canary)
+    if source.occurrence_order != order:  # the digest below differs too: say why
+        out.append(_mismatch("source occurrence_order", order, source.occurrence_order))
     ser = (
         serialization
         if serialization is not None and serialization.program is source

@@ -1,0 +1,252 @@
+"""Real programs at the length a user captures (issue 37): each workload of the zoo,
+written as an ordinary user program (``examples/user_programs``: DDP, DTensor TP x FSDP2
+on a 2x2 mesh, tensor-parallel decode, pipelining, a ring-attention loop of
+``isend``/``irecv`` + ``all_gather``; gloo on CPU), recorded live and unmodified with
+``tracecanary capture -o DIR -- python PROGRAM STEPS`` on the fewest ranks the program
+allows (2; TP x FSDP2 needs 4), then searched with ``tracecanary search`` (the zoo bench's
+budgets, ``config/backends.yaml``, the default tolerances).
+
+Per workload, measured in one run: steps, occurrences, the source's bytes (the
+compiler's serialization of the normalized source, ``stats.bytes_source``), the chosen
+canary's bytes and the ratio (target >= 10x), the executed fraction (target <= 20%),
+whether it is verified, the top blocking check, and how much of the signature order
+repeats (``compile.repetition``: in the searched order and in each group's own), for
+each occurrence order (``search --order``: time, by earliest arrival, the default; or
+canonical, a timing-independent linear extension of the ranks' issue orders). The top
+blocking check is the first rejected candidate's first
+``blocking`` entry in the search log (check, configuration, source and canary figures,
+tolerance) or, where no check failed, the log's reason (e.g. "executes no fewer").
+
+``python -m bench.bench_real_programs [NAME...] [--quick | --steps N] [--order O] [--cache DIR]``
+prints the table and the rows as JSON (``--steps``: every workload's capture length, decode
+tokens for tp_decode; ``--quick``: QUICK_STEPS). Captures are kept under
+``$TRACECANARY_BENCH_DIR/real`` or ``--cache DIR`` (``DIR/<name>-<steps>/capture``; delete
+to re-capture). Not a timed test: the walls are printed for orientation only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.common import REPO, WORK, tracecanary_cli
+
+SIZE_TARGET = 10.0
+EXECUTED_TARGET = 0.20
+BUDGETS = "0,1,2,4,8,16,32,64,256,1024,4096,16384"  # bench_zoo's
+# workload -> (user program, ranks it runs on, a user's capture length)
+PROGRAMS = {
+    "ddp": ("ddp_train", 2, 400),
+    "fsdp2_tp": ("tp_fsdp2_train", 4, 400),
+    "tp_decode": ("tp_decode", 2, 1000),
+    "pp": ("pipeline_train", 2, 400),
+    "ring_attention": ("ring_attention", 2, 400),
+}
+QUICK_STEPS = {"ddp": 20, "fsdp2_tp": 20, "tp_decode": 50, "pp": 20, "ring_attention": 20}
+
+
+def capture(name: str, steps: int, cache: Path) -> tuple[Path, float]:
+    """The merged trace of ``name`` recorded at ``steps`` (reused when cached), and the
+    capture command's wall seconds (0 when reused)."""
+    program = REPO / "examples" / "user_programs" / f"{PROGRAMS[name][0]}.py"
+    out = cache / f"{name}-{steps}" / "capture"
+    merged = out / "merged.jsonl.gz"
+    if merged.is_file():
+        return merged, 0.0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    cmd = [sys.executable, "-m", "tracecanary", "capture", "-o", str(out), "--"]
+    run = subprocess.run(
+        [*cmd, sys.executable, str(program), str(steps)],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        cwd=REPO,
+    )
+    if run.returncode != 0:
+        raise RuntimeError(f"capture of {name} exited {run.returncode}: {run.stderr[-600:]}")
+    return merged, time.perf_counter() - started
+
+
+def _blocking_text(c: dict) -> str:
+    """A rejected candidate's first named blocking check, else its reason."""
+    for b in c.get("blocking", []):
+        sig = b.get("signature") or {}
+        where = f" on {sig.get('op')}/{sig.get('group')}" if sig else ""
+        return (
+            f"{c['stage']} {c['settings']}: {b.get('check')} under {b.get('config')}: "
+            f"source {b.get('source')}, canary {b.get('canary')}, "
+            f"allowed {b.get('allowed')}{where}"
+        )
+    return f"{c['stage']} {c['settings']}: {c.get('reason')}"
+
+
+def top_blocking(log: dict) -> str:
+    """What stopped the search going further, per stage: for the size (``budget`` and
+    ``refine`` candidates) and for the executed fraction (``execution`` candidates), the
+    first rejected candidate's first named blocking check, else its reason ('' where
+    nothing was rejected)."""
+    rejected = [
+        c
+        for c in log["candidates"]
+        if not c.get("accepted") and not str(c.get("reason", "")).startswith("superseded")
+    ]
+    parts = []
+    for label, stages in (("size", ("budget", "refine")), ("executed", ("execution",))):
+        mine = [c for c in rejected if c["stage"] in stages]
+        named = [c for c in mine if c.get("blocking")] or mine
+        if named:
+            parts.append(f"{label}: {_blocking_text(named[0])}")
+    return "; ".join(parts)
+
+
+def repetition(merged: Path, order: str) -> dict:
+    """How much of the signature order repeats (``compile.repetition``) with the
+    occurrences in ``order``: the share of occurrences in repeated records, the top-level
+    records, and the same for each group's own order."""
+    from tracecanary.compile.repetition import repetition_profile
+    from tracecanary.load import load_program
+
+    p = repetition_profile(load_program(merged, order=order))
+    n = max(p.occurrences, 1)
+    return {
+        "records": p.records,
+        "repeated": round(p.repeated / n, 3),
+        "records_within_groups": p.records_within_groups,
+        "repeated_within_groups": round(p.repeated_within_groups / n, 3),
+    }
+
+
+def measure(name: str, steps: int, cache: Path, order: str = "time") -> dict:
+    """One workload's row: capture (or reuse), ``tracecanary search --order ORDER``, the
+    log read, and the repetition of the signature order in that order."""
+    merged, capture_s = capture(name, steps, cache)
+    base = merged.parent.parent
+    canary, log_path = base / f"canary-{order}.json", base / f"search-{order}.json"
+    started = time.perf_counter()
+    error = None
+    try:
+        tracecanary_cli(
+            "search", str(merged), "--budgets", BUDGETS,
+            "--backends", str(REPO / "config" / "backends.yaml"),
+            "-o", str(canary), "--log", str(log_path), "--quiet", "--order", order,
+        )  # fmt: skip
+    except RuntimeError as err:  # no verified candidate: the log still says why
+        error = str(err)[-300:]
+    search_s = time.perf_counter() - started
+    log = json.loads(log_path.read_text())
+    row = {
+        "workload": name,
+        "order": order,
+        "ranks": PROGRAMS[name][1],
+        "steps": steps,
+        "capture_s": round(capture_s, 1),
+        "search_s": round(search_s, 1),
+        "top_blocking": top_blocking(log)[:600],
+        "repetition": repetition(merged, order),
+    }
+    if error is not None or not canary.is_file():
+        row.update(verified=False, error=error)
+        return row
+    doc = json.loads(canary.read_text())
+    st = doc["stats"]
+    row.update(
+        occurrences=st["occurrences_source"],
+        source_bytes=st["bytes_source"],
+        canary_bytes=canary.stat().st_size,
+        ratio=round(st["bytes_source"] / canary.stat().st_size, 2),
+        executed_fraction=round(st["occurrences_executed"] / st["occurrences_logical"], 3),
+        verified=doc["claim"] == "verified",
+        # occurrences the execution plan keeps whole (tail windows: latency or timing
+        # outliers, with their context): what bounds the executed fraction from below
+        tail_occurrences=int(doc["execution"].get("tail_occurrences") or 0),
+    )
+    row["met"] = bool(
+        row["verified"]
+        and row["ratio"] >= SIZE_TARGET
+        and row["executed_fraction"] <= EXECUTED_TARGET
+    )
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    head = (
+        f"{'workload':<15}{'order':<10}{'ranks':>6}{'steps':>7}{'occ':>8}{'source B':>11}{'canary B':>10}"
+        f"{'ratio':>8}{'exec':>7}{'verified':>10}  top blocking check"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lead = f"{r['workload']:<15}{r['order']:<10}{r['ranks']:>6}{r['steps']:>7}"
+        if "occurrences" not in r:
+            lines.append(f"{lead}  no canary: {r['error']}")
+            continue
+        lines.append(
+            f"{lead}{r['occurrences']:>8,}"
+            f"{r['source_bytes']:>11,}{r['canary_bytes']:>10,}{r['ratio']:>7.1f}x"
+            f"{r['executed_fraction']:>7.0%}{str(r['verified']):>10}  "
+            f"{'' if r['met'] else r['top_blocking']}"
+            + (
+                f"; the chosen canary runs {r['tail_occurrences']:,} tail-window occurrences whole"
+                if not r["met"] and r["tail_occurrences"]
+                else ""
+            )
+        )
+    lines.append("")
+    lines.append("repetition of the signature order (share of occurrences in repeated records):")
+    for r in rows:
+        rep = r["repetition"]
+        lines.append(
+            f"  {r['workload']:<15}{r['order']:<10} {rep['records']:>6} records, "
+            f"{rep['repeated']:.1%} repeated; each group's own order: "
+            f"{rep['records_within_groups']} records, {rep['repeated_within_groups']:.1%}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.bench_real_programs",
+        description="Record each workload's user program at a user's length, search it, "
+        "print the table.",
+    )
+    parser.add_argument(
+        "names", nargs="*", metavar="NAME", help=f"workloads (default: all of {list(PROGRAMS)})"
+    )
+    length = parser.add_mutually_exclusive_group()
+    length.add_argument("--quick", action="store_true", help=f"short captures {QUICK_STEPS}")
+    length.add_argument(
+        "--steps", type=int, metavar="N", help="capture length of every workload (default: "
+        + ", ".join(f"{k} {v[2]}" for k, v in PROGRAMS.items()) + ")",
+    )  # fmt: skip
+    parser.add_argument(
+        "--order",
+        choices=("time", "canonical", "both"),
+        default="both",
+        help="occurrence order searched (search --order); both: time then canonical, "
+        "side by side (default: both)",
+    )
+    parser.add_argument(
+        "--cache", type=Path, default=WORK / "real", metavar="DIR",
+        help=f"capture cache (default: {WORK / 'real'})",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.names) - set(PROGRAMS))
+    if unknown:
+        parser.error(f"unknown workloads {unknown}; known: {list(PROGRAMS)}")
+    if args.steps is not None and args.steps < 1:
+        parser.error("--steps must be >= 1")
+    rows = []
+    for name in args.names or list(PROGRAMS):
+        steps = args.steps or (QUICK_STEPS[name] if args.quick else PROGRAMS[name][2])
+        for order in ("time", "canonical") if args.order == "both" else (args.order,):
+            rows.append(measure(name, steps, args.cache, order))
+    print(table(rows))
+    print(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
