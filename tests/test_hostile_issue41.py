@@ -1,0 +1,71 @@
+"""Hostile inputs of issue 41 (items 2, 4-11): each case feeds the bad input to the real
+command and pins the exit code, the one error line, and that nothing was written,
+replaced or deleted."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pytest
+
+from tracecanary.cli import build_parser, main
+
+CLI = [sys.executable, "-m", "tracecanary"]
+
+
+def _snapshot(folder):
+    """Every entry under ``folder`` with its bytes (None for a directory)."""
+    return sorted(
+        (p.relative_to(folder).as_posix(), p.read_bytes() if p.is_file() else None)
+        for p in folder.rglob("*")
+    )
+
+
+def _float_options(parser, name=""):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from _float_options(sub, f"{name} {sub_name}".strip())
+        elif action.type is float and action.option_strings:
+            yield name, action.option_strings[-1]
+
+
+# item 7: --timeout nan / inf passed the <= 0 check
+
+
+def test_every_float_option_of_every_command_refuses_nan_and_infinities(capsys):
+    options = list(_float_options(build_parser()))
+    assert ("capture", "--timeout") in options and ("sweep", "--timeout") in options
+    for command, option in options:
+        for text in ("nan", "inf", "-inf", "NaN", "1e999"):
+            with pytest.raises(SystemExit) as refused:
+                main([*command.split(), f"{option}={text}", "--help"])
+            assert refused.value.code == 2, (command, option, text)
+            err = capsys.readouterr().err
+            assert f"argument {option}" in err and "not a finite number" in err, err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["capture", "--timeout", "nan", "-o", "{out}", "--", sys.executable, "-c", "{touch}"],
+        ["capture", "--timeout", "inf", "-o", "{out}", "--", sys.executable, "-c", "{touch}"],
+        ["replay-physical", "{program}", "--nproc", "2", "--timeout", "inf", "-o", "{out}"],
+        ["sweep", "--collective", "all_reduce", "--nproc", "2", "--timeout=-inf", "-o", "{out}"],
+    ],
+)
+def test_a_non_finite_timeout_is_refused_before_anything_runs(tmp_path, capsys, argv):
+    marker = tmp_path / "the-program-ran"
+    (tmp_path / "program").mkdir()
+    values = {
+        "out": str(tmp_path / "out"),
+        "touch": f"open({str(marker)!r}, 'w')",
+        "program": str(tmp_path / "program"),
+    }
+    before = _snapshot(tmp_path)
+    with pytest.raises(SystemExit) as refused:
+        main([a.format(**values) for a in argv])
+    assert refused.value.code == 2
+    assert "--timeout" in capsys.readouterr().err
+    assert _snapshot(tmp_path) == before and not marker.exists()
