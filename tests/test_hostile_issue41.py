@@ -5,6 +5,7 @@ replaced or deleted."""
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 
 import pytest
@@ -69,3 +70,32 @@ def test_a_non_finite_timeout_is_refused_before_anything_runs(tmp_path, capsys, 
     assert refused.value.code == 2
     assert "--timeout" in capsys.readouterr().err
     assert _snapshot(tmp_path) == before and not marker.exists()
+
+
+# item 10: a nested duplicate anchor was read by the subset, which PyYAML refuses
+
+NESTED_DUPLICATE_ANCHOR = "a: &x\n  b: &x 1\nc: *x\n"
+
+
+def test_the_yaml_subset_declines_an_anchor_repeated_inside_its_own_node():
+    from tracecanary import yaml_subset
+    from tracecanary.limits import current_limits
+
+    production_parse = getattr(yaml_subset.parse, "__wrapped__", yaml_subset.parse)
+    value = production_parse(NESTED_DUPLICATE_ANCHOR, limits=current_limits())
+    assert value is yaml_subset.DECLINED
+
+
+def test_a_backends_file_with_a_nested_duplicate_anchor_is_pyyamls_refusal(tmp_path):
+    from conftest import small_trace, write_doc
+
+    trace = write_doc(small_trace(), tmp_path / "trace.json")
+    backends = tmp_path / "backends.yaml"
+    backends.write_text(NESTED_DUPLICATE_ANCHOR)
+    before = _snapshot(tmp_path)
+    cmd = [*CLI, "replay", str(trace), "--backends", str(backends), "-o", str(tmp_path / "r.json")]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert str(backends) in run.stderr and "found duplicate anchor" in run.stderr
+    assert _snapshot(tmp_path) == before
