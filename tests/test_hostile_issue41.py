@@ -5,8 +5,11 @@ replaced or deleted."""
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -99,3 +102,76 @@ def test_a_backends_file_with_a_nested_duplicate_anchor_is_pyyamls_refusal(tmp_p
     assert len(run.stderr.strip().splitlines()) == 1
     assert str(backends) in run.stderr and "found duplicate anchor" in run.stderr
     assert _snapshot(tmp_path) == before
+
+
+# items 2 and 11: JSON Lines lines
+
+
+def _jsonl_header() -> str:
+    from conftest import small_trace
+
+    return json.dumps({k: v for k, v in small_trace().items() if k != "events"})
+
+
+def _run_measured(argv, *, timeout=60):
+    """Run the CLI in a fresh process; (exit code, stderr, seconds, peak RSS in MiB)."""
+    probe = (
+        "import resource, sys\n"
+        "from tracecanary.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
+        "sys.exit(code)\n"
+    )
+    started = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-c", probe, *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return run.returncode, run.stderr, time.monotonic() - started, int(run.stdout.split()[-1])
+
+
+def test_a_jsonl_line_of_hundreds_of_megabytes_is_refused_quickly_in_little_memory(tmp_path):
+    from tracecanary.ingest import MAX_LINE_BYTES
+
+    line_bytes = 8 * MAX_LINE_BYTES  # 256 MiB of "aaaa...", about 250 KB compressed
+    path = tmp_path / "long-line.jsonl.gz"
+    with gzip.open(path, "wb", compresslevel=1) as out:
+        out.write(_jsonl_header().encode() + b'\n{"rank":0,"seq":0,"op":"')
+        block = b"a" * (1 << 20)
+        for _ in range(line_bytes >> 20):
+            out.write(block)
+    before = _snapshot(tmp_path)
+    code, err, seconds, peak_mib = _run_measured(["ingest", path, "-o", tmp_path / "t.parquet"])
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1
+    assert f"{path}: record 0: a line of more than {MAX_LINE_BYTES} bytes" in err
+    assert _snapshot(tmp_path) == before
+    assert seconds < 20 and peak_mib < 200 + 2 * (MAX_LINE_BYTES >> 20), (seconds, peak_mib)
+
+
+@pytest.mark.parametrize("between", [" ", "", "\t "])
+def test_two_json_objects_on_one_jsonl_line_are_refused_naming_the_line(tmp_path, between):
+    from conftest import small_trace
+
+    events = [json.dumps(e) for e in small_trace()["events"]]
+    body = [*events[:2], events[2] + between + events[3], *events[4:]]
+    path = tmp_path / "two-on-a-line.jsonl"
+    path.write_text("\n".join([_jsonl_header(), *body]) + "\n")
+    before = _snapshot(tmp_path)
+    code, err, _, _ = _run_measured(["ingest", path, "-o", tmp_path / "t.parquet"])
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1
+    assert f"{path}: record 2:" in err and "Extra data" in err, err
+    assert _snapshot(tmp_path) == before
+
+
+def test_blank_lines_between_jsonl_events_still_ingest(tmp_path):
+    from conftest import small_trace
+
+    events = [json.dumps(e) for e in small_trace()["events"]]
+    path = tmp_path / "blank-lines.jsonl"
+    path.write_text("\n".join([_jsonl_header(), events[0], "", " \t", *events[1:], ""]) + "\n\n")
+    code, err, _, _ = _run_measured(["ingest", path, "-o", tmp_path / "t.parquet"])
+    assert code == 0, err
