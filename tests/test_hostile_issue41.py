@@ -175,3 +175,18 @@ def test_blank_lines_between_jsonl_events_still_ingest(tmp_path):
     path.write_text("\n".join([_jsonl_header(), events[0], "", " \t", *events[1:], ""]) + "\n\n")
     code, err, _, _ = _run_measured(["ingest", path, "-o", tmp_path / "t.parquet"])
     assert code == 0, err
+
+
+def test_a_jsonl_header_line_over_the_document_limit_is_refused_before_it_is_parsed(
+    tmp_path, monkeypatch
+):
+    path = tmp_path / "long-header.jsonl.gz"
+    with gzip.open(path, "wb", compresslevel=1) as out:
+        out.write(b'{"format":"tracecanary.trace/v1","meta":{"source":"' + b"a" * (8 << 20))
+    before = _snapshot(tmp_path)
+    monkeypatch.setenv("TRACECANARY_LIMITS", "max_json_document_bytes=1048576")
+    code, err, seconds, _ = _run_measured(["ingest", path, "-o", tmp_path / "t.parquet"])
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1
+    assert f"{path}: record header: the header line is over max_json_document_bytes" in err
+    assert _snapshot(tmp_path) == before and seconds < 20

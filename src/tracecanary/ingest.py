@@ -142,7 +142,14 @@ def _open_source(path: str, limits: Limits, *, hash_input: bool = True) -> _Sour
         digest = _StreamDigest() if hash_input else None
         stream = open_input(path, limits, digest=digest)
         try:
-            first = stream.readline(limits.max_json_document_bytes)
+            first = stream.readline(limits.max_json_document_bytes + 1)
+            if len(first) > limits.max_json_document_bytes:  # refused before it is parsed
+                raise ResourceLimitExceeded(
+                    "the header line is over "
+                    f"max_json_document_bytes={limits.max_json_document_bytes}",
+                    file=path,
+                    record="header",
+                )
             header = parse_json_bytes(first, file=path, limits=limits, record="header")
             validate_header(header, file=path)
             check_header_limits(header, limits, file=path)
