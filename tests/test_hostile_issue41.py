@@ -7,9 +7,12 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -190,3 +193,62 @@ def test_a_jsonl_header_line_over_the_document_limit_is_refused_before_it_is_par
     assert len(err.strip().splitlines()) == 1
     assert f"{path}: record header: the header line is over max_json_document_bytes" in err
     assert _snapshot(tmp_path) == before and seconds < 20
+
+
+# item 4: an output that is, or holds, an input
+
+DECODE_SMALL = Path(__file__).resolve().parents[1] / "resources" / "decode-small"
+RANKS = [f"rank{r}.jsonl.gz" for r in range(4)]
+
+
+@pytest.fixture
+def decode_set(tmp_path, monkeypatch):
+    """resources/decode-small copied into tmp_path (the working directory)."""
+    for name in [*RANKS, "calibration.json"]:
+        shutil.copyfile(DECODE_SMALL / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["calibrate-clocks", "-o", "rank0.jsonl.gz", *RANKS],
+        ["merge", *RANKS, "--calibration", "calibration.json", "-o", "rank2.jsonl.gz"],
+        ["merge", *RANKS, "--calibration", "calibration.json", "-o", "calibration.json"],
+        ["replay", "rank0.jsonl.gz", "-o", "rank0.jsonl.gz"],
+        ["compile", "rank1.jsonl.gz", "--lossless", "-o", "./rank1.jsonl.gz"],
+        [
+            "compile",
+            "rank1.jsonl.gz",
+            "--lossless",
+            "-o",
+            "c.json",
+            "--diagnostics-json",
+            "rank1.jsonl.gz",
+        ],
+        ["ingest", "rank3.jsonl.gz", "-o", "{tmp}/sub/../rank3.jsonl.gz"],
+        ["export-param", "sub/rank3.jsonl.gz", "-o", "sub", "--force"],
+        ["export-param", "{tmp}/sub/rank3.jsonl.gz", "-o", "{tmp}/sub/", "--force"],
+        ["replay", "rank2.jsonl.gz", "-o", "hardlink.json"],
+        ["replay", "rank2.jsonl.gz", "-o", "symlink.json"],
+    ],
+)
+def test_an_output_that_is_or_holds_an_input_is_refused_and_the_input_kept(decode_set, argv):
+    (decode_set / "sub").mkdir()
+    shutil.copyfile(decode_set / "rank3.jsonl.gz", decode_set / "sub" / "rank3.jsonl.gz")
+    os.link(decode_set / "rank2.jsonl.gz", decode_set / "hardlink.json")
+    os.symlink(decode_set / "rank2.jsonl.gz", decode_set / "symlink.json")
+    before = _snapshot(decode_set)
+    argv = [a.format(tmp=decode_set) for a in argv]
+    code, err, _, _ = _run_measured(argv)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "refusing to write over an input" in err and ("is the input" in err or "contains" in err)
+    assert _snapshot(decode_set) == before
+
+
+def test_an_output_beside_its_inputs_is_still_written(decode_set, run_cli):
+    code, _, err = run_cli("calibrate-clocks", "-o", "clocks.json", *RANKS)
+    assert code == 0, err
+    assert (decode_set / "clocks.json").is_file()

@@ -22,7 +22,7 @@ import sys
 
 import tracecanary.commands as commands
 from tracecanary import __version__
-from tracecanary.canonical import replacing_directories
+from tracecanary.canonical import check_outputs_spare_inputs, replacing_directories
 from tracecanary.errors import TraceCanaryError
 
 
@@ -177,6 +177,7 @@ def _run_stage(argv: list[str] | None) -> int:
 
         avoid_huge_pages()
     try:
+        check_outputs_spare_inputs(*commands.outputs_and_inputs(args))
         with replacing_directories(getattr(args, "force", False)):
             code = args.func(args)
     except TraceCanaryError as err:
