@@ -252,3 +252,50 @@ def test_an_output_beside_its_inputs_is_still_written(decode_set, run_cli):
     code, _, err = run_cli("calibrate-clocks", "-o", "clocks.json", *RANKS)
     assert code == 0, err
     assert (decode_set / "clocks.json").is_file()
+
+
+# item 5: merge applies calibrate-clocks' happens-before check
+
+
+def _shift_rank(path, hours: int = 1) -> None:
+    """Add ``hours`` to every ts_ns of a JSON Lines capture, in place."""
+    with gzip.open(path, "rt") as f:
+        header, *events = f.read().splitlines()
+    shifted = [header]
+    for line in events:
+        event = json.loads(line)
+        event["ts_ns"] += hours * 3600 * 10**9
+        shifted.append(json.dumps(event))
+    with gzip.open(path, "wt") as f:
+        f.write("\n".join(shifted) + "\n")
+
+
+def test_merge_refuses_a_rank_shifted_by_an_hour_as_calibrate_clocks_does(decode_set, run_cli):
+    _shift_rank(decode_set / "rank2.jsonl.gz")  # rank 3 shares its clock (hostb)
+    before = _snapshot(decode_set)
+    code, _, refused_by_calibration = run_cli("calibrate-clocks", *RANKS, "-o", "c.json")
+    assert code == 2 and "impossible ordering on one clock" in refused_by_calibration
+    code, _, err = run_cli(
+        "merge", *RANKS, "--calibration", "calibration.json", "-o", "merged.jsonl.gz"
+    )
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1
+    assert "impossible ordering on one clock: rank 3 seq 4" in err and "field latency_ns" in err
+    assert _snapshot(decode_set) == before
+
+
+def test_merge_refuses_a_calibration_of_other_captures_and_takes_their_own(decode_set, run_cli):
+    for name in ("rank2.jsonl.gz", "rank3.jsonl.gz"):  # all of clock hostb, an hour later
+        _shift_rank(decode_set / name)
+    before = _snapshot(decode_set)
+    code, _, err = run_cli(
+        "merge", *RANKS, "--calibration", "calibration.json", "-o", "merged.jsonl.gz"
+    )
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1
+    assert "rank0.jsonl.gz: record ranks 0,3: field ts_ns: the calibration puts rank 0" in err
+    assert "beyond its uncertainty of 250 ns: impossible ordering" in err
+    assert _snapshot(decode_set) == before
+    assert run_cli("calibrate-clocks", *RANKS, "-o", "own.json")[0] == 0
+    code, _, err = run_cli("merge", *RANKS, "--calibration", "own.json", "-o", "merged.json")
+    assert code == 0 and "skew known" in err
