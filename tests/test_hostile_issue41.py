@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracecanary.cli import build_parser, main
 
@@ -299,3 +301,123 @@ def test_merge_refuses_a_calibration_of_other_captures_and_takes_their_own(decod
     assert run_cli("calibrate-clocks", *RANKS, "-o", "own.json")[0] == 0
     code, _, err = run_cli("merge", *RANKS, "--calibration", "own.json", "-o", "merged.json")
     assert code == 0 and "skew known" in err
+
+
+# item 6: long lists of reports and canaries are checked item by item
+
+
+@pytest.fixture(scope="module")
+def isolated_report(tmp_path_factory):
+    from conftest import small_trace, write_doc
+
+    folder = tmp_path_factory.mktemp("report")
+    trace = write_doc(small_trace(), folder / "trace.json")
+    assert main(["replay", str(trace), "--isolated", "-o", str(folder / "report.json")]) == 0
+    return json.loads((folder / "report.json").read_text())
+
+
+def _long_configs(doc, last):
+    doc["protocol"]["configs"] += [f"extra_{i}" for i in range(70)] + [last]
+
+
+def _long_ablations(doc, last):
+    doc["protocol"]["ablations"]["applied"] = ["skew", "overlap", "order"] + [last] * 70
+
+
+def _long_times(doc, last):
+    block = next(iter(doc["configs"].values()))["isolated"]
+    block["time_ns"] = [float(i) + 0.5 for i in range(80)] + [last]
+
+
+REPORT_MUTATIONS = {
+    "a config name that is a path": (_long_configs, "../x"),
+    "a config name twice": (_long_configs, "extra_3"),
+    "an ablation outside the vocabulary": (_long_ablations, "bogus"),
+    "a negative isolated time": (_long_times, -1.5),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REPORT_MUTATIONS))
+def test_the_skeleton_refuses_every_bad_item_jsonschema_refuses(isolated_report, case):
+    import copy
+
+    from tracecanary.errors import SchemaError
+    from tracecanary.formats.schemas import jsonschema_validator, load_schema, validate
+    from tracecanary.formats.skeleton import skeleton
+
+    doc = copy.deepcopy(isolated_report)
+    mutate, last = REPORT_MUTATIONS[case]
+    mutate(doc, last)
+    assert not jsonschema_validator(load_schema("report")).is_valid(doc)
+    with pytest.raises(SchemaError):
+        validate(skeleton(doc), "report", file="report.json")
+
+
+@pytest.mark.parametrize("case", sorted(REPORT_MUTATIONS))
+def test_compare_refuses_a_report_with_one_bad_item_in_a_long_list(tmp_path, isolated_report, case):
+    good = tmp_path / "baseline.json"
+    good.write_text(json.dumps(isolated_report))
+    doc = json.loads(json.dumps(isolated_report))
+    mutate, last = REPORT_MUTATIONS[case]
+    mutate(doc, last)
+    bad = tmp_path / "candidate.json"
+    bad.write_text(json.dumps(doc))
+    before = _snapshot(tmp_path)
+    code, err, _, _ = _run_measured(["compare", good, bad, "-o", tmp_path / "verdict.json"])
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1
+    assert f"{bad}: field " in err and "verdict" not in err
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_long_valid_list_still_passes_and_keeps_its_length_class(isolated_report):
+    import copy
+
+    from tracecanary.formats.schemas import validate
+    from tracecanary.formats.skeleton import SKELETON_MIN, skeleton
+
+    doc = copy.deepcopy(isolated_report)
+    _long_configs(doc, "extra_last")
+    _long_times(doc, 7.0)
+    validate(skeleton(doc), "report", file="report.json")
+    assert len(skeleton(doc["protocol"]["configs"])) > SKELETON_MIN
+
+
+_LIST_SCHEMAS = [
+    {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}, "uniqueItems": True},
+    {"type": "array", "items": {"enum": ["a", "b", True, None]}},
+    {"type": "array", "items": {"type": "integer", "minimum": 0}, "maxItems": 64},
+    {"type": "array", "items": {"type": "number", "exclusiveMinimum": 0, "maximum": 1000}},
+    {"type": "array", "items": {"type": ["integer", "null"]}, "uniqueItems": True},
+    {
+        "type": "array",
+        "items": {"type": "array", "items": {"type": "integer", "minimum": 0}, "maxItems": 3},
+        "uniqueItems": True,
+    },
+    {"type": "array", "items": {"type": "array", "uniqueItems": True}},
+]
+
+
+@given(
+    items=st.lists(
+        st.one_of(
+            st.sampled_from(["a", "b", "c", "../x", "", True, False, None]),
+            st.integers(-3, 2000),
+            st.floats(-2, 1001, allow_nan=False).map(lambda x: round(x, 1)),
+        ),
+        min_size=65,
+        max_size=140,
+    ),
+    vectors=st.lists(st.lists(st.integers(-1, 5), max_size=4), min_size=65, max_size=100),
+)
+@settings(max_examples=150, deadline=None)
+def test_the_skeleton_of_a_long_list_is_valid_exactly_when_the_list_is(items, vectors):
+    from tracecanary.formats.schemas import jsonschema_validator
+    from tracecanary.formats.skeleton import skeleton
+
+    for schema in _LIST_SCHEMAS:
+        validator = jsonschema_validator(
+            {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+        )
+        for doc in (items, vectors, sorted(i for i in items if type(i) is int)):
+            assert validator.is_valid(skeleton(doc)) == validator.is_valid(doc), (schema, doc)
