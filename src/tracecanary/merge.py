@@ -4,10 +4,10 @@ Guarantees of ``merge_captures``:
 - every refusal of ``tracecanary.matching.build_program`` applies (duplicate rank
   contributions, conflicting metadata, partially measured latency, a rank missing a
   collective, unpaired send/recv), plus: a rank contributed by two capture files, and
-  a calibration that does not cover a captured rank's clock, and a happens-before order
-  that cannot be (``clocks.constraints.refuse_impossible_orders``: on one clock exactly as
-  ``calibrate-clocks`` refuses it; with a calibration, on the reference clock beyond its
-  uncertainty: a rank captured in another run);
+  a calibration that does not cover a captured rank's clock, and, with a calibration, a
+  happens-before order that cannot be (``clocks.constraints.refuse_impossible_orders``:
+  on one clock exactly as ``calibrate-clocks`` refuses it, and on the reference clock
+  beyond the calibration's uncertainty: a rank captured in another run);
 - with a calibration, every timestamp is mapped onto the reference clock and the merged
   trace declares one clock domain, so arrival skew is computed; its uncertainty (the two
   largest per-clock uncertainties added) is recorded in ``meta.skew``;
@@ -82,10 +82,13 @@ def _refuse_impossible_orders(
     headers: dict[str, dict],
     ranks: list[int],
 ) -> None:
-    """``calibrate-clocks``' happens-before check: no matched event may complete before an
-    event it needs started, on one clock, nor, with a calibration, on the reference clock
-    beyond the calibration's uncertainty (a capture shifted by an hour, from another run,
-    is refused, not merged as "skew known"). The events of a Kineto import
+    """``calibrate-clocks``' happens-before check, where a calibration is given (the
+    merged trace then claims a known skew on one clock): no matched event may complete
+    before an event it needs started, on one clock, nor on the reference clock beyond the
+    calibration's uncertainty (a capture shifted by an hour, from another run, is refused,
+    not merged as "skew known"). Without a calibration nothing is checked: a recorded
+    pipelining program's recvs can end before the sends matching pairs them with start
+    (send/recv are paired in order), which calibrate-clocks refuses too. The events of a Kineto import
     (``meta.kineto``) give starts only: their ``latency_ns`` is a kernel's or gloo work's
     own duration, which may begin well after the issue, so issue plus latency is no end
     (a real gloo capture's work queued 20 ms behind its issue would be refused)."""
@@ -100,8 +103,7 @@ def _refuse_impossible_orders(
     if no_end:
         table = table.copy(deep=False)
         table["latency_ns"] = table["latency_ns"].where(~table["rank"].isin(no_end))
-    if clock_map is None:
-        refuse_impossible_orders(table, clocks, file=first, files_of_ranks=files_of_ranks)
+    if clock_map is None:  # timestamps kept as captured: merge claims no calibrated skew
         return
     rank = table["rank"].to_numpy(np.int64)
     issue = table["issue_ns"].to_numpy(np.int64)
