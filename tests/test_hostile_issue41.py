@@ -421,3 +421,117 @@ def test_the_skeleton_of_a_long_list_is_valid_exactly_when_the_list_is(items, ve
         )
         for doc in (items, vectors, sorted(i for i in items if type(i) is int)):
             assert validator.is_valid(skeleton(doc)) == validator.is_valid(doc), (schema, doc)
+
+
+# items 8 and 9: capture -- CMD checks its output first, keeps recordings on failure and
+# reads only regular, size-capped rank<N>.json files
+
+
+def _kept_recordings(err: str) -> Path:
+    """The staging directory a failed capture names (removed by the caller's test)."""
+    marker = "the per-rank recordings are kept in "
+    assert marker in err, err
+    return Path(err.split(marker, 1)[1].split()[0].rstrip(";"))
+
+
+def test_capture_refuses_a_non_empty_output_before_the_program_runs(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("someone's notes")
+    marker = tmp_path / "the-program-ran"
+    before = _snapshot(tmp_path)
+    touch = f"open({str(marker)!r}, 'w')"
+    code, err, _, _ = _run_measured(["capture", "-o", out, "--", sys.executable, "-c", touch])
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1
+    assert f"{out}: field output: is an existing non-empty directory" in err
+    assert not marker.exists() and _snapshot(tmp_path) == before
+
+
+def _leave_in_record_dir(tmp_path, code: str) -> list[str]:
+    """A capture of a program that only runs ``code`` with ``d`` its record directory."""
+    program = f"import os, pathlib\nd = pathlib.Path(os.environ['TRACECANARY_RECORD_DIR'])\n{code}"
+    return [
+        "capture",
+        "-o",
+        tmp_path / "out",
+        "--timeout",
+        "20",
+        "--",
+        sys.executable,
+        "-c",
+        program,
+    ]
+
+
+_VALID_RANK0 = json.dumps(
+    {
+        "format": "tracecanary.trace/v1",
+        "meta": {"world_size": 1, "source": "test"},
+        "groups": [{"id": "world", "ranks": [0]}],
+        "events": [
+            {
+                "rank": 0,
+                "seq": 0,
+                "op": "all_reduce",
+                "bytes": 8,
+                "dtype": "float32",
+                "group": "world",
+                "ts_ns": 1,
+            }
+        ],
+    }
+)
+
+RECORD_DIR_CASES = {
+    "a name that is no rank number": (
+        "(d / 'rank_x.json').write_text('{}')",
+        "rank_x.json: is not a file the recorder writes",
+    ),
+    "a FIFO": ("os.mkfifo(d / 'rank9.json')", "rank9.json: is a FIFO in the recording directory"),
+    "a symlink to /dev/zero": (
+        "os.symlink('/dev/zero', d / 'rank0.json')",
+        "rank0.json: is a symlink in the recording directory",
+    ),
+    "a sparse 3 GiB file": (
+        "f = open(d / 'rank0.json', 'wb'); f.truncate(3 << 30); f.close()",
+        "rank0.json: is 3221225472 bytes, over max_json_document_bytes=",
+    ),
+    "a stray file": ("(d / 'notes.txt').write_text('x')", "notes.txt: is not a file the recorder"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RECORD_DIR_CASES))
+def test_capture_reads_only_regular_size_capped_rank_files_from_its_record_dir(tmp_path, case):
+    code_to_run, message = RECORD_DIR_CASES[case]
+    before = _snapshot(tmp_path)
+    code, err, seconds, peak_mib = _run_measured(_leave_in_record_dir(tmp_path, code_to_run))
+    kept = _kept_recordings(err)
+    shutil.rmtree(kept)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"{kept}/{message}" in err
+    assert _snapshot(tmp_path) == before
+    assert seconds < 20 and peak_mib < 500, (seconds, peak_mib)
+
+
+def test_a_capture_that_fails_after_recording_keeps_the_recordings_and_says_where(tmp_path):
+    bad_rank = _VALID_RANK0.replace('"all_reduce"', '"all_reduce_v2"')
+    argv = _leave_in_record_dir(tmp_path, f"(d / 'rank0.json').write_text({bad_rank!r})")
+    before = _snapshot(tmp_path)
+    code, err, _, _ = _run_measured(argv)
+    kept = _kept_recordings(err)
+    try:
+        assert code == 2, err
+        assert len(err.strip().splitlines()) == 1
+        assert "all_reduce_v2" in err
+        assert (kept / "rank0.json").read_text() == bad_rank
+        assert _snapshot(tmp_path) == before
+    finally:
+        shutil.rmtree(kept)
+
+
+def test_a_capture_that_records_nothing_leaves_no_staging_directory(tmp_path):
+    code, err, _, _ = _run_measured(_leave_in_record_dir(tmp_path, "pass"))
+    assert code == 1 and "recorded no collectives" in err
+    assert "kept in" not in err

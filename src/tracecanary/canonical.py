@@ -333,6 +333,13 @@ def check_outputs_spare_inputs(outputs: dict[str, str], inputs: list[str]) -> No
             )
 
 
+def check_output_before_running(path: str | os.PathLike, *, directory: bool = False) -> None:
+    """``check_output_target`` as ``atomic_output`` will apply it (``--force`` from
+    ``replacing_directories``), for a command that runs something long (a user's program)
+    before it writes: an output it would refuse is refused before anything runs."""
+    check_output_target(Path(path), directory=directory, replace=_REPLACE_DIRECTORIES.get())
+
+
 @contextlib.contextmanager
 def atomic_output(
     path: str | os.PathLike, *, directory: bool = False, replace: bool | None = None
