@@ -535,3 +535,11 @@ def test_a_capture_that_records_nothing_leaves_no_staging_directory(tmp_path):
     code, err, _, _ = _run_measured(_leave_in_record_dir(tmp_path, "pass"))
     assert code == 1 and "recorded no collectives" in err
     assert "kept in" not in err
+
+
+def test_the_recorded_programs_own_arguments_are_not_inputs_of_capture(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()  # the program is told to write there too, as a training's --logdir
+    argv = ["capture", "-o", out, "--", sys.executable, "-c", "import sys", out]
+    code, err, _, _ = _run_measured(argv)
+    assert code == 1 and "recorded no collectives" in err, err

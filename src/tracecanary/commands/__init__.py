@@ -10,12 +10,19 @@ argument may name an input (``cli`` refuses an output that is, or holds, one of 
 ``canonical.check_outputs_spare_inputs``). A new option naming an output belongs here."""
 
 
+NOT_INPUTS = ("user_command",)
+"""Arguments that are no input of the command: ``capture -- CMD``'s command line is the
+user's program's own (its ``--logdir DIR`` may well be the capture's ``-o DIR``)."""
+
+
 def outputs_and_inputs(args) -> tuple[dict[str, str], list[str]]:
     """The parsed command's outputs ({option: path}, ``OUTPUT_OPTIONS`` that were given)
     and every other text argument (a possible input path)."""
     outputs: dict[str, str] = {}
     inputs: list[str] = []
     for name, value in vars(args).items():
+        if name in NOT_INPUTS:
+            continue
         if name in OUTPUT_OPTIONS:
             if isinstance(value, str | os.PathLike):
                 outputs[name] = os.fspath(value)
