@@ -47,7 +47,8 @@ def test_skeleton_validation_catches_a_bad_value_in_the_middle_of_a_long_list(ba
 
 def test_skeleton_keeps_extremes_types_and_shapes():
     items = list(range(100)) + [None]
-    assert set(skeleton(items)) == {0, 99, None}
+    kept = skeleton(items)
+    assert {0, 99, None} <= set(kept) and SKELETON_MIN < len(kept) < len(items)
     vectors = [[1, 2]] * 70 + [[3]] + [[0, 9, 9]]
     kept = skeleton(vectors)
     assert [3] in kept and [0, 9, 9] in kept

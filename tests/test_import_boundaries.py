@@ -59,7 +59,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         "ingest and capture",
         ["ingest", "capture", "record", "param.program", "param.compat", "flightrec"],
     ),
-    ("merge inputs", ["merge_inputs"]),
+    ("merge inputs", ["merge_inputs", "clocks.constraints"]),
     ("merge", ["merge"]),
     ("per-rank work in blocks of rank files, gathered by merge", ["rank_blocks"]),
     ("clock derivation; real workloads captured and merged", ["clocks", "zoo", "autorecord"]),

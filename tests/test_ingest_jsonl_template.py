@@ -2,7 +2,8 @@
 chunked JSON Lines reader of ingest: every chunk either parses to exactly the batch
 pyarrow's JSON reader gives or is left to that reader, and ingest gives the same
 Parquet and sidecar bytes, or the same refusal, as pyarrow's streaming reader over the
-whole body did before (``bench.bench_ingest.streaming_jsonl_batches``, the old path)."""
+whole body did before (``bench.bench_ingest.streaming_jsonl_batches``, the old path),
+less the lines holding two JSON values, which ingest now refuses."""
 
 from __future__ import annotations
 
@@ -202,11 +203,47 @@ def test_template_parser_declines_more_layouts_than_it_tries():
 # --- ingest end to end: the chunked reader against the streaming reference -------------
 
 
+def _values_on_each_line(body: bytes) -> list[int]:
+    """How many JSON values each non-blank line after the header holds (1 where its first
+    value does not decode: pyarrow refuses that line on its own)."""
+    counts = []
+    decoder = json.JSONDecoder()
+    for line in body.split(b"\n")[1:]:
+        text = line.decode("utf-8", "replace").strip(" \t\r")
+        if not text:
+            continue
+        values, at = 0, 0
+        while at < len(text):
+            try:
+                _, end = decoder.raw_decode(text, at)
+            except ValueError:
+                values = max(values, 1)
+                break
+            values += 1
+            at = len(text) - len(text[end:].lstrip(" \t\r"))
+        counts.append(values)
+    return counts
+
+
+def _streaming_one_value_per_line(path: str, stream):
+    """The old streaming reader with ingest's rule that a line holds one JSON value: the
+    batch holding the first event of a line with two is refused (located), not read."""
+    with ingest_mod.open_input(path) as whole:
+        counts = _values_on_each_line(whole.read())
+    first_bad_row = None
+    if any(count > 1 for count in counts):
+        first_bad_row = sum(counts[: next(i for i, c in enumerate(counts) if c > 1)])
+    for index, batch in streaming_jsonl_batches(path, stream):
+        if first_bad_row is not None and index <= first_bad_row < index + batch.num_rows:
+            raise ingest_mod._locate_jsonl_error(path, index, "two values on a line")
+        yield index, batch
+
+
 def _ingest(path, out, batch_bytes, reference: bool):
     with pytest.MonkeyPatch.context() as m:
         m.setattr(ingest_mod, "BATCH_BYTES", batch_bytes)
         if reference:
-            m.setattr(ingest_mod, "_jsonl_batches", streaming_jsonl_batches)
+            m.setattr(ingest_mod, "_jsonl_batches", _streaming_one_value_per_line)
         try:
             result = ingest_mod.ingest_files([str(path)], out)
         except InputError as err:

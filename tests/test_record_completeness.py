@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from conftest import REPO
@@ -156,6 +158,16 @@ def test_a_collective_the_recorder_cannot_see_refuses_the_capture_and_leaves_not
     assert "group world: the backend ran" in line and "the recording saw 3" in line
     assert "import-kineto" in line
     assert not (tmp_path / "out").exists()
+    kept = Path(line.split("the per-rank recordings are kept in ", 1)[1].split()[0])
+    try:  # what each rank did record, beside its reason (issue 41 item 8)
+        refused = sorted(p.name for p in kept.glob("rank*.refused.txt"))
+        incomplete = sorted(p.name for p in kept.glob("rank*.incomplete.json"))
+        assert refused and incomplete == [
+            n.replace(".refused.txt", ".incomplete.json") for n in refused
+        ]
+        assert json.loads((kept / "rank0.incomplete.json").read_text())["events"]
+    finally:
+        shutil.rmtree(kept)
 
 
 def test_a_function_held_from_before_recording_is_caught_and_nothing_is_written(

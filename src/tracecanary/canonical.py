@@ -303,6 +303,55 @@ def check_output_target(target: Path, *, directory: bool, replace: bool = False)
         )
 
 
+def check_outputs_spare_inputs(outputs: dict[str, str], inputs: list[str]) -> None:
+    """Refuse (InputError, exit 2) an output that is one of the command's inputs (the same
+    path, a link to it, the same file under another name) or a directory holding one:
+    writing it would replace what is being read (``-o rank0.jsonl.gz rank0.jsonl.gz``,
+    ``-o DIR --force`` with an input in DIR). ``outputs`` maps each output option to its
+    path; ``inputs`` are the command's other arguments, of which only existing paths
+    count. Costs a ``stat`` and a ``resolve`` per argument, before anything runs."""
+    existing = []
+    for text in inputs:
+        try:
+            st = os.stat(text)
+        except (OSError, ValueError):  # not a path (a name, a number), or not there
+            continue
+        existing.append((text, Path(text).resolve(), (st.st_dev, st.st_ino)))
+    if not existing:
+        return
+    from tracecanary.errors import InputError
+
+    cwd = Path.cwd().resolve()
+    for option, output in outputs.items():
+        target = Path(output).resolve()
+        if target == cwd or target in cwd.parents:
+            continue  # refused as such by check_output_target, whatever it holds
+        try:
+            st = os.stat(output)
+            identity = (st.st_dev, st.st_ino)
+        except (OSError, ValueError):
+            identity = None
+        for text, resolved, input_identity in existing:
+            if resolved == target or input_identity == identity:
+                what = f"is the input {text}"
+            elif target in resolved.parents:
+                what = f"contains the input {text}"
+            else:
+                continue
+            raise InputError(
+                f"{what}; refusing to write over an input (choose another output)",
+                file=output,
+                field=option,
+            )
+
+
+def check_output_before_running(path: str | os.PathLike, *, directory: bool = False) -> None:
+    """``check_output_target`` as ``atomic_output`` will apply it (``--force`` from
+    ``replacing_directories``), for a command that runs something long (a user's program)
+    before it writes: an output it would refuse is refused before anything runs."""
+    check_output_target(Path(path), directory=directory, replace=_REPLACE_DIRECTORIES.get())
+
+
 @contextlib.contextmanager
 def atomic_output(
     path: str | os.PathLike,

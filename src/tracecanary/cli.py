@@ -16,12 +16,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import math
 import os
 import sys
 
 import tracecanary.commands as commands
 from tracecanary import __version__
-from tracecanary.canonical import replacing_directories
+from tracecanary.canonical import check_outputs_spare_inputs, replacing_directories
 from tracecanary.errors import TraceCanaryError
 
 
@@ -73,9 +74,24 @@ class DefaultsShownFormatter(TerminalWidthFormatter):
         return f"{text} (default: %(default)s)"
 
 
+def finite_float(text: str) -> float:
+    """``float(text)`` for a finite number; ``nan``, ``inf`` and ``-inf`` are refused (a
+    timeout of ``inf`` or a tolerance of ``nan`` passes every ``<= 0`` check and fails
+    later, mid-run)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
 class StageParser(argparse.ArgumentParser):
     """The parser of every sub-command (and of their sub-commands): defaults shown,
-    whatever other formatter a command asks for (say, raw descriptions)."""
+    whatever other formatter a command asks for (say, raw descriptions), and every
+    ``type=float`` option read by ``finite_float`` (argparse's type registry), so no
+    command can be handed a NaN or an infinity."""
 
     def __init__(self, *args, **kwargs) -> None:
         asked = kwargs.get("formatter_class", argparse.HelpFormatter)
@@ -83,6 +99,7 @@ class StageParser(argparse.ArgumentParser):
             asked = type(f"DefaultsShown{asked.__name__}", (DefaultsShownFormatter, asked), {})
         kwargs["formatter_class"] = asked
         super().__init__(*args, **kwargs)
+        self.register("type", float, finite_float)
 
 
 def command_module_names() -> list[str]:
@@ -160,6 +177,7 @@ def _run_stage(argv: list[str] | None) -> int:
 
         avoid_huge_pages()
     try:
+        check_outputs_spare_inputs(*commands.outputs_and_inputs(args))
         with replacing_directories(getattr(args, "force", False)):
             code = args.func(args)
     except TraceCanaryError as err:

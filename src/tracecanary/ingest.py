@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 from collections import deque
@@ -51,7 +52,7 @@ import pyarrow.parquet as pq
 
 from tracecanary.canonical import atomic_output, sha256_file, write_json
 from tracecanary.columnar_capture import is_columnar, open_columnar
-from tracecanary.errors import InputError, SchemaError
+from tracecanary.errors import InputError, ResourceLimitExceeded, SchemaError
 from tracecanary.event_checks import (
     CHECKED_TEXT_FIELDS,
     EventColumns,
@@ -82,6 +83,7 @@ from tracecanary.trace_columns import (
 )
 
 BATCH_BYTES = 1 << 24
+MAX_LINE_BYTES = 2 * BATCH_BYTES  # the longest line the chunked reader can take whole
 PARSE_THREADS = 2  # chunks parsed at once, each on its own worker
 CHUNKS_AHEAD = PARSE_THREADS + 1  # read ahead: a worker that finishes finds the next chunk
 
@@ -140,7 +142,14 @@ def _open_source(path: str, limits: Limits, *, hash_input: bool = True) -> _Sour
         digest = _StreamDigest() if hash_input else None
         stream = open_input(path, limits, digest=digest)
         try:
-            first = stream.readline(limits.max_json_document_bytes)
+            first = stream.readline(limits.max_json_document_bytes + 1)
+            if len(first) > limits.max_json_document_bytes:  # refused before it is parsed
+                raise ResourceLimitExceeded(
+                    "the header line is over "
+                    f"max_json_document_bytes={limits.max_json_document_bytes}",
+                    file=path,
+                    record="header",
+                )
             header = parse_json_bytes(first, file=path, limits=limits, record="header")
             validate_header(header, file=path)
             check_header_limits(header, limits, file=path)
@@ -173,10 +182,22 @@ def _json_batches(path: str, events: list) -> Iterator[tuple[int, pa.RecordBatch
 
 
 def _locate_jsonl_error(path: str, first_index: int, message: str) -> InputError:
-    """Re-read the file slowly to name the record and field behind a fast-path failure."""
+    """Re-read the file slowly to name the record and field behind a fast-path failure.
+    No line is read or parsed past ``MAX_LINE_BYTES`` (a longer one is its own refusal),
+    so a 3 GiB line costs a few blocks of memory, not the line."""
     with open_input(path) as stream:
-        stream.readline()
-        for index, line in enumerate(stream):
+        stream.readline(current_limits().max_json_document_bytes)  # the header, read before
+        for index in itertools.count():
+            line = stream.readline(MAX_LINE_BYTES + 1)
+            if not line:
+                break
+            if len(line) > MAX_LINE_BYTES:
+                return ResourceLimitExceeded(
+                    f"a line of more than {MAX_LINE_BYTES} bytes: no JSON Lines event is "
+                    "that long (a line must fit in two of ingest's 16 MiB blocks)",
+                    file=path,
+                    record=index,
+                )
             if not line.strip():
                 continue
             parse_error = None
@@ -279,7 +300,24 @@ def _parse_jsonl_chunk(chunk: bytes) -> pa.RecordBatch | None:
         if "Empty JSON file" in str(err):
             return None
         raise
+    if table.num_rows != _nonblank_lines(chunk):  # pyarrow reads "{...} {...}" as two rows
+        raise pa.ArrowInvalid("a line holds more than one JSON value")
     return table.combine_chunks().to_batches()[0] if table.num_rows else None
+
+
+_JSON_BLANKS = np.zeros(256, dtype=bool)
+_JSON_BLANKS[[0x20, 0x09, 0x0D]] = True  # JSON whitespace other than the newline
+
+
+def _nonblank_lines(chunk: bytes) -> int:
+    """Lines of ``chunk`` holding anything but JSON whitespace (vectorized: the template
+    parser proves one object per line itself, so only pyarrow's chunks pay for this)."""
+    data = np.frombuffer(chunk, dtype=np.uint8)
+    significant = data[~_JSON_BLANKS[data]]  # newlines and every other byte, in order
+    if not significant.size:
+        return 0
+    newline = significant == 0x0A
+    return int(np.count_nonzero(~newline[1:] & newline[:-1]) + (not newline[0]))
 
 
 def _failed(err: Exception) -> Future:

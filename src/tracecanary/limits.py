@@ -578,6 +578,11 @@ def _parse_yaml_text_pyyaml(text: str, *, file: str, limits: Limits) -> Any:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err)
+        context = getattr(err, "context", None)
+        if context:  # "found duplicate anchor 'x'; first occurrence" + "second occurrence"
+            context_mark = getattr(err, "context_mark", None)
+            at = f" (line {context_mark.line + 1})" if context_mark is not None else ""
+            problem = f"{context}{at}, {problem}"
         raise InputError(
             f"not valid YAML{where}: {problem}".replace("\n", " "), file=file
         ) from None

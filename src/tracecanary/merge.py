@@ -4,7 +4,10 @@ Guarantees of ``merge_captures``:
 - every refusal of ``tracecanary.matching.build_program`` applies (duplicate rank
   contributions, conflicting metadata, partially measured latency, a rank missing a
   collective, unpaired send/recv), plus: a rank contributed by two capture files, and
-  a calibration that does not cover a captured rank's clock;
+  a calibration that does not cover a captured rank's clock, and, with a calibration, a
+  happens-before order that cannot be (``clocks.constraints.refuse_impossible_orders``:
+  on one clock exactly as ``calibrate-clocks`` refuses it, and on the reference clock
+  beyond the calibration's uncertainty: a rank captured in another run);
 - with a calibration, every timestamp is mapped onto the reference clock and the merged
   trace declares one clock domain, so arrival skew is computed; its uncertainty (the two
   largest per-clock uncertainties added) is recorded in ``meta.skew``;
@@ -30,6 +33,7 @@ from tracecanary.clocks.calibration import (
     load_calibration,
     mapped_skew_uncertainty_ns,
 )
+from tracecanary.clocks.constraints import refuse_impossible_orders
 from tracecanary.clocks.status import calibrated
 from tracecanary.errors import InputError, MergeError
 from tracecanary.formats.ids import TRACE_FORMAT
@@ -66,6 +70,64 @@ def _mapped_float(clock_map: ClockMap, rank: np.ndarray, local_ns: np.ndarray) -
     local = local_ns.astype(np.float64)
     drift = clock_map.drift_ppb[rank] * (local - clock_map.anchor_ns[rank]) / 1e9
     return local + clock_map.offset_ns[rank].astype(np.float64) + drift
+
+
+def _refuse_impossible_orders(
+    table: pd.DataFrame,
+    clocks: dict[int, str],
+    clock_map: ClockMap | None,
+    calibration: dict | None,
+    calibration_path: str | None,
+    supplied: dict[str, set[int]],
+    headers: dict[str, dict],
+    ranks: list[int],
+) -> None:
+    """``calibrate-clocks``' happens-before check, where a calibration is given (the
+    merged trace then claims a known skew on one clock): no matched event may complete
+    before an event it needs started, on one clock, nor on the reference clock beyond the
+    calibration's uncertainty (a capture shifted by an hour, from another run, is refused,
+    not merged as "skew known"). Without a calibration nothing is checked: a recorded
+    pipelining program's recvs can end before the sends matching pairs them with start
+    (send/recv are paired in order), which calibrate-clocks refuses too. The events of a Kineto import
+    (``meta.kineto``) give starts only: their ``latency_ns`` is a kernel's or gloo work's
+    own duration, which may begin well after the issue, so issue plus latency is no end
+    (a real gloo capture's work queued 20 ms behind its issue would be refused)."""
+    files_of_ranks = {rank: path for path, owned in supplied.items() for rank in owned}
+    first = next(iter(supplied))
+    no_end = sorted(
+        rank
+        for path, owned in supplied.items()
+        if "kineto" in headers[path].get("meta", {})
+        for rank in owned
+    )
+    if no_end:
+        table = table.copy(deep=False)
+        table["latency_ns"] = table["latency_ns"].where(~table["rank"].isin(no_end))
+    if clock_map is None:  # timestamps kept as captured: merge claims no calibrated skew
+        return
+    rank = table["rank"].to_numpy(np.int64)
+    issue = table["issue_ns"].to_numpy(np.int64)
+    _check_mapped(_mapped_float(clock_map, rank, issue), rank, calibration_path, "timestamp")
+    mapped_arrival = None
+    if "arrival_ns" in table and table["arrival_ns"].notna().any():
+        has = table["arrival_ns"].notna().to_numpy()
+        arrival = table["arrival_ns"].fillna(0).astype(np.int64).to_numpy()
+        _check_mapped(
+            np.where(has, _mapped_float(clock_map, rank, arrival), 0.0),
+            rank,
+            calibration_path,
+            "arrival time",
+        )
+        mapped_arrival = pd.arrays.IntegerArray(clock_map.to_reference(rank, arrival), ~has)
+    refuse_impossible_orders(
+        table,
+        clocks,
+        file=first,
+        files_of_ranks=files_of_ranks,
+        mapped=(clock_map.to_reference(rank, issue), mapped_arrival),
+        reference=str(calibration["reference"]),
+        tolerance_ns=mapped_skew_uncertainty_ns(clock_map, ranks),
+    )
 
 
 def _refuse_duplicate_ranks(captures: list[str]) -> tuple[dict[str, dict], dict[str, set[int]]]:
@@ -153,6 +215,9 @@ def merge_captures(
         )
     program = build_program(
         table, groups=groups, world_size=world, clocks=clocks, clock_map=clock_map
+    )
+    _refuse_impossible_orders(
+        table, clocks, clock_map, calibration, calibration_path, supplied, headers, ranks
     )
 
     events = assign_instances(table)

@@ -169,6 +169,7 @@ class _Parser:
         self.lines = text.split("\n")
         self.i = 0  # the next line not yet read
         self.anchors: dict[str, tuple[Any, int]] = {}
+        self.open_anchors: set[str] = set()  # anchors whose node is being read
         self.aliases = 0
         self.max_depth = min(32, limits.max_depth // 2)
         self.max_aliases = limits.max_yaml_aliases // 2
@@ -261,10 +262,15 @@ class _Parser:
         if rest[0] == "&":
             anchor = _ANCHOR.match(rest)
             rest = rest[anchor.end() :] if anchor else ""
-            if not anchor or anchor[1] in self.anchors or rest[:1] in ("&", "*"):
-                raise _Declined  # a bad or repeated anchor, or one node with two properties
+            if not anchor or rest[:1] in ("&", "*"):
+                raise _Declined  # a bad anchor, or one node with two properties
+            name = anchor[1]
+            if name in self.anchors or name in self.open_anchors:
+                raise _Declined  # a repeated anchor, one nested inside its own node too
+            self.open_anchors.add(name)
             node = self._value(rest, parent, depth)
-            self.anchors[anchor[1]] = node  # only now: an alias inside it is declined
+            self.open_anchors.discard(name)
+            self.anchors[name] = node  # only now: an alias inside it is declined
             return node
         if rest[0] == "*":
             alias = _ALIAS.match(rest)

@@ -16,11 +16,17 @@ capture, and the run is refused as recording nothing); a name bound at import ti
 a collective no wrapper sees refuses the run (the completeness check).
 After the command exits 0, the rank captures are merged (``tracecanary.merge``) into
 ``DIR/merged.jsonl.gz``; ``DIR`` holds the captures, the merged trace and
-``capture.json`` (the command, its exit status, wall time). A command that fails, times
-out or records nothing raises ``RunFailed`` (exit 1); one whose recording a rank refused
-as incomplete (``tracecanary.record_completeness``: collectives ran that the recorder did
-not see) raises ``IncompleteRecording`` (exit 2) with that rank's reason; neither
-leaves ``DIR`` behind.
+``capture.json`` (the command, its exit status, wall time). ``DIR`` is checked before
+the command runs (an existing non-empty directory without ``--force`` is refused then,
+not after a training). A command that fails, times out or records nothing raises
+``RunFailed`` (exit 1); one whose recording a rank refused as incomplete
+(``tracecanary.record_completeness``: collectives ran that the recorder did not see)
+raises ``IncompleteRecording`` (exit 2) with that rank's reason; neither leaves ``DIR``
+behind, and where any rank recorded something the error names the staging directory
+that keeps the recordings. Only regular ``rank<N>.json`` files within
+``max_json_document_bytes`` (and ``rank<N>.refused.txt``) are read from the staging
+directory; anything else the program left there (another name, a FIFO, a symlink, an
+oversized file) is refused, exit 2, naming it, before a byte of it is read.
 Processes that do not import torch.distributed pay only this package's import.
 """
 
@@ -33,6 +39,7 @@ import sys
 
 RECORD_DIR_ENV = "TRACECANARY_RECORD_DIR"
 REFUSED_SUFFIX = ".refused.txt"  # a rank whose recording was refused as incomplete
+INCOMPLETE_SUFFIX = ".incomplete.json"  # what such a rank did record, kept for the user
 WATCHED_MODULE = "torch.distributed"
 
 
@@ -55,8 +62,9 @@ def _finish_recording() -> None:
     """Write this process's capture (once): at ``destroy_process_group`` or at exit
     (multiprocessing children end without running ``atexit``; well-behaved programs
     destroy their process group). A recording refused as incomplete writes
-    ``rank<r>.refused.txt`` (its one-line reason) instead, and the user's program goes
-    on: ``run_recorded`` refuses the run."""
+    ``rank<r>.refused.txt`` (its one-line reason) and what it did record as
+    ``rank<r>.incomplete.json`` instead, and the user's program goes on: ``run_recorded``
+    refuses the run and says where these are kept."""
     from tracecanary.record_completeness import IncompleteRecording
 
     while _recording:
@@ -68,6 +76,11 @@ def _finish_recording() -> None:
             refused = recorder.out_dir / f"rank{recorder.rank}{REFUSED_SUFFIX}"
             refused.parent.mkdir(parents=True, exist_ok=True)
             refused.write_text(err.message + "\n")
+            from tracecanary.trace_io import write_trace
+
+            write_trace(
+                recorder.document(), refused.with_name(f"rank{recorder.rank}{INCOMPLETE_SUFFIX}")
+            )
 
 
 def _wrap_init(dist, out_dir: str) -> None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tracecanary.errors import MergeError
 from tracecanary.matching import _group_occurrences, instance_keys
 
 SYMMETRIC_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier")
@@ -240,3 +241,100 @@ def collect_constraints(
         domain_span_ns=np.stack([dom_lo, dom_hi], axis=1),
         binned=binned,
     )
+
+
+class ClockError(MergeError):
+    """The captures contradict causality: no clock offsets satisfy the constraints."""
+
+
+def describe_event(frame: pd.DataFrame, row: int) -> str:
+    """``rank R seq S (op group)``: one event, as a refusal names it."""
+    r = frame.iloc[int(row)]
+    seq = f" seq {int(r['seq'])}" if "seq" in frame and pd.notna(r["seq"]) else ""
+    return f"rank {int(r['rank'])}{seq} ({r['op']} in group {r['group']})"
+
+
+def contradiction(
+    cs: ConstraintSet, frame: pd.DataFrame, cycle: list[tuple[int, int]], file
+) -> ClockError:
+    """ClockError naming the events (and ranks) of a contradiction."""
+    issue = frame["issue_ns"].to_numpy(dtype=np.int64)
+    latency = frame["latency_ns"].to_numpy(dtype=np.float64, na_value=np.nan)
+    if "arrival_ns" in frame:  # an end is arrival + latency, as the constraints read it
+        arrival = frame["arrival_ns"].to_numpy(dtype=np.float64, na_value=np.nan)
+        entered = np.where(np.isnan(arrival), issue, arrival)
+    else:
+        entered = issue
+    parts = []
+    for a, b in cycle[:4]:
+        i, j = int(cs.later_row[a, b]), int(cs.earlier_row[a, b])
+        parts.append(
+            f"{describe_event(frame, i)} ends at {int(entered[i] + latency[i])} ns on clock "
+            f"{cs.domains[a]!r}, {describe_event(frame, j)} starts at {int(issue[j])} ns on "
+            f"clock {cs.domains[b]!r}"
+        )
+    if len(cycle) == 1 and cycle[0][0] == cycle[0][1]:
+        text = (
+            f"impossible ordering on one clock: {parts[0]}, {-int(cs.bound_ns[cycle[0]])} ns "
+            "later, though it cannot complete before that event started"
+        )
+    else:
+        total = sum(int(cs.bound_ns[e]) for e in cycle)
+        text = (
+            "no clock offsets satisfy the happens-before constraints (a capture that "
+            "contradicts causality: a clock step, mis-attributed events or mixed captures; "
+            f"the cycle's bounds add up to {total} ns < 0): " + "; and ".join(parts)
+        )
+    first = cycle[0]
+    rows = [int(cs.later_row[first]), int(cs.earlier_row[first])]
+    ranks = ",".join(str(int(frame.iloc[r]["rank"])) for r in rows)
+    return ClockError(text[:900], file=file, record=f"ranks {ranks}", field="latency_ns")
+
+
+def refuse_impossible_orders(
+    frame: pd.DataFrame,
+    domain_of_rank: dict[int, str],
+    *,
+    file,
+    files_of_ranks: dict[int, str] | None = None,
+    mapped: tuple[np.ndarray, pd.arrays.IntegerArray | None] | None = None,
+    reference: str = "reference",
+    tolerance_ns: int = 0,
+) -> None:
+    """Refuse (ClockError) matched events whose happens-before order is impossible: on
+    one clock domain, exactly as ``calibrate-clocks`` refuses them ("impossible ordering
+    on one clock"); and, given ``mapped`` (issue and arrival times on the ``reference``
+    clock, as a calibration maps them), an order the mapping makes impossible by more
+    than ``tolerance_ns`` (the calibration's skew uncertainty): a capture from another
+    run, or a calibration of other captures. The file named is the one of the rank whose
+    event ends too early (``files_of_ranks``), else ``file``."""
+
+    def file_of(row: int):
+        return (files_of_ranks or {}).get(int(frame.iloc[row]["rank"]), file)
+
+    cs = collect_constraints(frame, domain_of_rank)
+    diagonal = np.diag(cs.bound_ns)
+    broken = np.flatnonzero((np.diag(cs.count) > 0) & (diagonal < 0))
+    if broken.size:
+        d = int(broken[0])
+        raise contradiction(cs, frame, [(d, d)], file_of(int(cs.later_row[d, d])))
+    if mapped is None or len(cs.domains) < 2:
+        return
+    on_reference = frame.copy(deep=False)
+    on_reference["issue_ns"] = mapped[0]
+    if mapped[1] is not None:
+        on_reference["arrival_ns"] = mapped[1]
+    one = collect_constraints(on_reference, {int(r): reference for r in domain_of_rank})
+    if one.count[0, 0] and one.bound_ns[0, 0] < -tolerance_ns:
+        later, earlier = int(one.later_row[0, 0]), int(one.earlier_row[0, 0])
+        ranks = f"ranks {int(frame.iloc[later]['rank'])},{int(frame.iloc[earlier]['rank'])}"
+        raise ClockError(
+            f"the calibration puts {describe_event(frame, later)} ending "
+            f"{-int(one.bound_ns[0, 0])} ns before {describe_event(frame, earlier)} starts, "
+            f"on reference clock {reference!r}, beyond its uncertainty of {tolerance_ns} ns: "
+            "impossible ordering (happens-before, as calibrate-clocks checks it); captures "
+            "of another run, or a calibration of other captures",
+            file=file_of(later),
+            record=ranks,
+            field="ts_ns",
+        )

@@ -35,9 +35,16 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from tracecanary.clocks import DRIFT_MIN_SPAN_NS, DRIFT_MODES
-from tracecanary.clocks.constraints import CAUSAL_ROLES, ConstraintSet, collect_constraints
+from tracecanary.clocks.constraints import (
+    CAUSAL_ROLES,
+    ClockError,
+    ConstraintSet,
+    collect_constraints,
+    contradiction,
+    describe_event,
+)
 from tracecanary.clocks.solve import InfeasibleClocks, solve_drift, solve_offsets
-from tracecanary.errors import InputError, MergeError
+from tracecanary.errors import InputError
 from tracecanary.formats.ids import CALIBRATION_FORMAT
 
 METHOD = "derived-causality"
@@ -53,52 +60,6 @@ BOUND_NOTE = (
     "whenever the captured start and end times are correct (an end time is the arrival, "
     "arrival_ns or else ts_ns, plus latency_ns) and the drift model holds."
 )
-
-
-class ClockError(MergeError):
-    """The captures contradict causality: no clock offsets satisfy the constraints."""
-
-
-def describe_event(frame: pd.DataFrame, row: int) -> str:
-    """``rank R seq S (op group)``: one event, as a refusal names it."""
-    r = frame.iloc[int(row)]
-    seq = f" seq {int(r['seq'])}" if "seq" in frame and pd.notna(r["seq"]) else ""
-    return f"rank {int(r['rank'])}{seq} ({r['op']} in group {r['group']})"
-
-
-def _refusal(cs: ConstraintSet, frame: pd.DataFrame, cycle: list[tuple[int, int]], file):
-    """ClockError naming the events (and ranks) of a contradiction."""
-    issue = frame["issue_ns"].to_numpy(dtype=np.int64)
-    latency = frame["latency_ns"].to_numpy(dtype=np.float64, na_value=np.nan)
-    if "arrival_ns" in frame:  # an end is arrival + latency, as the constraints read it
-        arrival = frame["arrival_ns"].to_numpy(dtype=np.float64, na_value=np.nan)
-        entered = np.where(np.isnan(arrival), issue, arrival)
-    else:
-        entered = issue
-    parts = []
-    for a, b in cycle[:4]:
-        i, j = int(cs.later_row[a, b]), int(cs.earlier_row[a, b])
-        parts.append(
-            f"{describe_event(frame, i)} ends at {int(entered[i] + latency[i])} ns on clock "
-            f"{cs.domains[a]!r}, {describe_event(frame, j)} starts at {int(issue[j])} ns on "
-            f"clock {cs.domains[b]!r}"
-        )
-    if len(cycle) == 1 and cycle[0][0] == cycle[0][1]:
-        text = (
-            f"impossible ordering on one clock: {parts[0]}, {-int(cs.bound_ns[cycle[0]])} ns "
-            "later, though it cannot complete before that event started"
-        )
-    else:
-        total = sum(int(cs.bound_ns[e]) for e in cycle)
-        text = (
-            "no clock offsets satisfy the happens-before constraints (a capture that "
-            "contradicts causality: a clock step, mis-attributed events or mixed captures; "
-            f"the cycle's bounds add up to {total} ns < 0): " + "; and ".join(parts)
-        )
-    first = cycle[0]
-    rows = [int(cs.later_row[first]), int(cs.earlier_row[first])]
-    ranks = ",".join(str(int(frame.iloc[r]["rank"])) for r in rows)
-    return ClockError(text[:900], file=file, record=f"ranks {ranks}", field="latency_ns")
 
 
 def _binding(cs: ConstraintSet, frame: pd.DataFrame, edges: list[tuple[int, int]], side: str):
@@ -187,7 +148,7 @@ def derive_calibration(
         bounds = solve_offsets(cs, ref)
     except InfeasibleClocks as err:
         if not fit_drift:  # with drift, constant offsets may be infeasible and drifts not
-            raise _refusal(cs, frame, err.cycle, file) from None
+            raise contradiction(cs, frame, err.cycle, file) from None
         bounds = None
     notes = [BOUND_NOTE]
     notes.append(
@@ -207,7 +168,7 @@ def derive_calibration(
         try:
             drift_bounds = solve_drift(cs, ref)
         except InfeasibleClocks as err:
-            raise _refusal(cs, frame, err.cycle or [(ref, ref)], file) from None
+            raise contradiction(cs, frame, err.cycle or [(ref, ref)], file) from None
         notes.append(
             "linear drift fitted per clock (anchor_ns: the middle of that clock's span); "
             "constraints reduced to the lower convex hull of the tightest per clock pair and "

@@ -2,6 +2,34 @@
 The ``add_*_option`` helpers write each shared option once."""
 
 import argparse
+import os
+
+OUTPUT_OPTIONS = ("output", "markdown", "plot_dir", "log", "verification", "diagnostics_json")
+"""The destinations of every option that names something a command writes; every other
+argument may name an input (``cli`` refuses an output that is, or holds, one of them:
+``canonical.check_outputs_spare_inputs``). A new option naming an output belongs here."""
+
+
+NOT_INPUTS = ("user_command",)
+"""Arguments that are no input of the command: ``capture -- CMD``'s command line is the
+user's program's own (its ``--logdir DIR`` may well be the capture's ``-o DIR``)."""
+
+
+def outputs_and_inputs(args) -> tuple[dict[str, str], list[str]]:
+    """The parsed command's outputs ({option: path}, ``OUTPUT_OPTIONS`` that were given)
+    and every other text argument (a possible input path)."""
+    outputs: dict[str, str] = {}
+    inputs: list[str] = []
+    for name, value in vars(args).items():
+        if name in NOT_INPUTS:
+            continue
+        if name in OUTPUT_OPTIONS:
+            if isinstance(value, str | os.PathLike):
+                outputs[name] = os.fspath(value)
+            continue
+        values = value if isinstance(value, list | tuple) else [value]
+        inputs.extend(os.fspath(v) for v in values if isinstance(v, str | os.PathLike))
+    return outputs, inputs
 
 
 def add_force_option(parser) -> None:

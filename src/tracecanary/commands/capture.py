@@ -83,9 +83,11 @@ def _run_user_command(args) -> int:
 
 
 def run(args) -> int:
+    from tracecanary.canonical import check_output_before_running
     from tracecanary.capture import CaptureSettings, capture
     from tracecanary.errors import InputError
 
+    check_output_before_running(args.output, directory=True)  # before anything runs
     if args.user_command:
         return _run_user_command(args)
 

@@ -3,12 +3,13 @@
 ``validate_canary`` checks a document against schemas/canary.schema.json. A lossless
 canary of a large trace holds lists of millions of numbers, which a JSON Schema
 validator walks element by element far too slowly, so validation runs on a
-*skeleton* (``tracecanary.formats.skeleton``): every list longer than ``SKELETON_MIN`` whose items are all scalars (or
-all lists of scalars) is replaced by representatives: the first item of each distinct
-type (shape) present, the items holding the smallest and the largest integer, and the
-shortest and longest item. The schema constrains such lists only by item type,
-``minimum`` and ``minItems``, which the representatives decide exactly as the full
-list would. Everything else (every dict, every short list) is validated in full.
+*skeleton* (``tracecanary.formats.skeleton``): every list longer than ``SKELETON_MIN``
+whose items are all scalars (or all lists of scalars) is replaced by more than
+``SKELETON_MIN`` of its items chosen so that every keyword the schemas put on such lists
+(item type, string patterns and enums, number bounds, ``minItems``/``maxItems``,
+``uniqueItems``) decides the skeleton exactly as the full list: every distinct string,
+the extreme numbers, a float with a fraction, a repeated value. Everything else (every
+dict, every short list) is validated in full.
 Semantic checks that a schema cannot express (lengths add up, ranges partition the
 program) happen in ``expand_canary``.
 
