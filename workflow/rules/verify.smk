@@ -7,6 +7,8 @@ rule verify:
     output:
         verification="results/{campaign}/verify/{source}/{budget}.json",
         prov="results/{campaign}/provenance/verify/{source}/{budget}.json",
+    params:
+        standard=config["verification_standard"],
     log:
         "logs/{campaign}/verify/{source}/{budget}.log",
     benchmark:
@@ -29,6 +31,7 @@ rule search:
         prov="results/{campaign}/provenance/search/{source}.json",
     params:
         budgets=config["search"]["budgets"],
+        standard=config["verification_standard"],
     log:
         "logs/{campaign}/search/{source}.log",
     benchmark:

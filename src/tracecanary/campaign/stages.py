@@ -159,14 +159,15 @@ def compile(job) -> None:  # noqa: A001 - named after its rule
     cli(["compile", job.input.table, *mode, "-o", job.output.canary])
 
 
-def _verify_behavior(job, canary: str, output: str) -> int:
+def _verify_behavior(job, canary: str, output: str, standard: str | None = None) -> int:
     # a rejected canary (exit 1) is a recorded result, not a failed job
     argv = ["verify-behavior", job.input.table, canary, "--backends", job.input.backends]
+    argv += ["--standard", standard] if standard else []
     return cli([*argv, "--tolerances", job.input.tolerances, "-o", output], ok_codes=(0, 1))
 
 
 def verify(job) -> None:
-    _verify_behavior(job, job.input.canary, job.output.verification)
+    _verify_behavior(job, job.input.canary, job.output.verification, job.params.standard)
 
 
 def search(job) -> None:
@@ -186,6 +187,8 @@ def search(job) -> None:
             job.output.log,
             "--verification",
             job.output.verification,
+            "--standard",
+            job.params.standard,
         ]
     )
 

@@ -606,6 +606,45 @@ def alphabeta_section(alphabeta_fits) -> list[str]:
     ]
 
 
+def reproducibility_section(verifications: dict[str, dict]) -> list[str]:
+    """Per source: the standard its canary's behaviour was held to and met, and each check
+    whose source interval (the source's own 95% block-bootstrap interval) is wider than
+    its fixed tolerance: the source is noisier than that tolerance demands."""
+    lines: list[str] = []
+    for source, doc in verifications.items():
+        standard = doc.get("standard")
+        if not standard:
+            continue
+        if not lines:
+            lines = ["## Fixed tolerances and the sources' own reproducibility", ""]
+        method = standard.get("reproducibility") or {}
+        blocks = method.get("blocks") or {}
+        lines.append(
+            f"`{source}`: standard **{standard['chosen']}**; "
+            f"{standard['words'] or 'met neither standard'} (block bootstrap over "
+            f"{blocks.get('count', '?')} {blocks.get('kind', '')}, {method.get('resamples', '?')} "
+            f"resamples, seed {method.get('seed', '?')})."
+        )
+        wider = set(standard.get("wider_than_tolerance", []))
+        rows = [c for c in doc["checks"] if f"{c['config']}:{c['metric']}" in wider]
+        if rows:
+            lines += [
+                "",
+                f"{len(rows)} checks whose source interval is wider than the fixed tolerance:",
+                "",
+                "| config | check | source | allowed ± | source interval | canary |",
+                "|---|---|---|---|---|---|",
+            ]
+            for c in rows:
+                lo, hi = c["reproducibility"]["interval"]
+                lines.append(
+                    f"| {c['config']} | {c['metric']} | {c['source']:.6g} | "
+                    f"{c['tolerance']['allowed']:.3g} | [{lo:.6g}, {hi:.6g}] | {c['canary']:.6g} |"
+                )
+        lines.append("")
+    return lines
+
+
 def write_campaign_summary(
     path,
     *,
@@ -658,6 +697,7 @@ def write_campaign_summary(
         physical_docs,
     )
     lines += ["", "Verification statuses of every search candidate are in `search.md`.", ""]
+    lines += reproducibility_section(_by_source(verifications))
     lines += verdicts_section(verdicts)
     lines += timelines_section(timelines, manifest_path)
     lines += rankings_section(source_reports)

@@ -34,6 +34,20 @@ def add_tolerances_option(parser) -> None:
     )
 
 
+def add_standard_option(parser) -> None:
+    """``--standard S``: what behaviour is held to (``verify.claims.STANDARDS``)."""
+    from tracecanary.verify.claims import DEFAULT_STANDARD, STANDARDS
+
+    parser.add_argument(
+        "--standard",
+        choices=STANDARDS,
+        default=DEFAULT_STANDARD,
+        help="what each behaviour check is held to: strict (the fixed tolerances) or "
+        "reproducibility (also passes inside the source's own 95%% block-bootstrap "
+        "interval of that statistic); both figures are reported either way",
+    )
+
+
 def add_configs_option(parser, *, what: str) -> None:
     """``--config NAME`` (repeatable): the simulator configurations to ``what`` (default all)."""
     parser.add_argument(

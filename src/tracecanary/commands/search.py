@@ -9,6 +9,7 @@ from tracecanary.commands import (
     add_configs_option,
     add_diagnostics_option,
     add_quiet_option,
+    add_standard_option,
     add_tolerances_option,
 )
 
@@ -25,6 +26,7 @@ def register(sub) -> None:
     )
     add_backends_option(p)
     add_tolerances_option(p)
+    add_standard_option(p)
     add_configs_option(p, what="verify under")
     p.add_argument(
         "-o",
@@ -87,6 +89,7 @@ def _run(args, diagnostics) -> int:
             source_digest=digest,
             config_names=args.config,
             progress=candidate_done,
+            standard=args.standard,
         )
     log = search_log_document(result, source_digest=digest, budgets_ns=budgets)
     if result.canary is None:
@@ -118,4 +121,12 @@ def _run(args, diagnostics) -> int:
         f"(execution_reduction {st['execution_reduction']}), claim verified",
         file=sys.stderr,
     )
+    standard = result.verification["standard"]
+    print(f"standard {standard['chosen']}: {standard['words']}", file=sys.stderr)
+    if standard["wider_than_tolerance"]:
+        print(
+            f"source interval wider than the fixed tolerance ({len(standard['wider_than_tolerance'])}): "
+            + ", ".join(standard["wider_than_tolerance"][:8]),
+            file=sys.stderr,
+        )
     return 0
