@@ -213,6 +213,7 @@ def summary_inputs(wildcards):
         "controls": [f"results/{CAMPAIGN}/controls/{s}.json" for s in SOURCES],
         "physical": physical_summaries(),
         "alphabeta_fits": [f"results/{CAMPAIGN}/alphabeta/{l}/fit.json" for l in ALPHABETA],
+        "captures": [f"results/{CAMPAIGN}/capture/{s}" for s in sources_of_kind("live_capture")],
     }
 
 

@@ -62,10 +62,9 @@ def cli_process(argv: list[Any], ok_codes: tuple[int, ...] = (0,)) -> int:
 
 
 def capture_kineto(job) -> None:
-    if job.params.workload:  # a zoo workload (tracecanary.zoo): always 4 ranks
-        argv = ["capture", "--workload", job.params.workload, "--steps", job.params.steps]
-    else:
-        argv = ["capture", "--nproc", job.params.nproc, "--steps", job.params.steps]
+    argv = ["capture", "--nproc", job.params.nproc, "--steps", job.params.steps]
+    if job.params.workload:  # a zoo workload (tracecanary.zoo) on nproc ranks
+        argv += ["--workload", job.params.workload]
     cli_process([*argv, "-o", job.output.capture])
 
 
@@ -445,6 +444,7 @@ def summary(job) -> None:
         timelines=list(job.input.timelines),
         sampling_baselines=list(job.input.sampling_baselines),
         controls=list(job.input.controls),
+        captures=list(job.input.captures),
         html=job.output.html,
     )
 

@@ -606,6 +606,37 @@ def alphabeta_section(alphabeta_fits) -> list[str]:
     ]
 
 
+def capture_noise_section(captures) -> list[str]:
+    """Per live capture (its directory, ``capture.json`` inside): ranks, whether each had
+    a CPU of its own, and the latency CV per op signature, the noise floor of its figures."""
+    rows = []
+    for directory in map(Path, captures):
+        doc = _load(directory / "capture.json")
+        settings, noise = doc["settings"], doc.get("noise")
+        if noise is None:
+            continue
+        pinned = "yes" if settings.get("cpus_per_rank") else "no (ranks share cores)"
+        rows.append(
+            f"| {directory.name} | {settings.get('workload', '')} | {settings['nproc']} | "
+            f"{pinned} | {noise['latency_cv_median']} | {noise['latency_cv_max']} | "
+            f"{noise['signatures']} |"
+        )
+    if not rows:
+        return []
+    return [
+        "## Capture noise floor",
+        "",
+        "Latency CV: std / mean of every member's measured latency per op signature, the median "
+        "and max over signatures (`capture.json` `noise`). No canary is held closer to its "
+        "source than this.",
+        "",
+        "| source | workload | ranks | a CPU per rank | latency CV (median) | (max) | signatures |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
 def reproducibility_section(verifications: dict[str, dict]) -> list[str]:
     """Per source: the standard its canary's behaviour was held to and met, and each check
     whose source interval (the source's own 95% block-bootstrap interval) is wider than
@@ -662,6 +693,7 @@ def write_campaign_summary(
     timelines=(),
     sampling_baselines=(),
     controls=(),
+    captures=(),
     html=None,
 ) -> str:
     """One page: what the campaign showed, each line traceable to an artifact (see module
@@ -698,6 +730,7 @@ def write_campaign_summary(
     )
     lines += ["", "Verification statuses of every search candidate are in `search.md`.", ""]
     lines += reproducibility_section(_by_source(verifications))
+    lines += capture_noise_section(captures)
     lines += verdicts_section(verdicts)
     lines += timelines_section(timelines, manifest_path)
     lines += rankings_section(source_reports)
