@@ -68,9 +68,6 @@ def test_the_decode_loop_s_steps_are_the_blocks():
 def test_a_program_without_repeated_steps_is_cut_into_fixed_windows():
     from tracecanary.synth.examples import random_program
 
-    program = random_program(3, 120, value_choices=1)
-    _, blocks = repro.source_blocks(program.replace())
-    assert blocks["kind"] in ("steps", "windows")
     short = random_program(4, 12)
     _, blocks = repro.source_blocks(short)
     assert blocks == {"kind": "windows", "count": 12}
@@ -184,3 +181,11 @@ def test_the_summary_names_the_checks_whose_source_interval_is_wider_than_the_to
     for name in doc["standard"]["wider_than_tolerance"]:
         config, metric = name.split(":", 1)
         assert f"| {config} | {metric} |" in text
+
+
+def test_a_long_capture_joins_consecutive_steps_into_at_most_max_blocks():
+    program = decode_like_program(3 * repro.MAX_BLOCKS + 7, layers=1, world_size=2)
+    block_of, blocks = repro.source_blocks(program)
+    assert blocks["kind"] == "steps"
+    assert repro.MIN_BLOCKS <= blocks["count"] <= repro.MAX_BLOCKS
+    assert int(block_of.max()) + 1 == blocks["count"]
