@@ -189,3 +189,49 @@ def test_a_long_capture_joins_consecutive_steps_into_at_most_max_blocks():
     assert blocks["kind"] == "steps"
     assert repro.MIN_BLOCKS <= blocks["count"] <= repro.MAX_BLOCKS
     assert int(block_of.max()) + 1 == blocks["count"]
+
+
+def _synth_capture(run_cli, root: Path, seed: int) -> Path:
+    """One capture of a synthetic decode program (its seed: the run's noise), merged and
+    normalized."""
+    out = root / f"synth{seed}"
+    argv = ["synth", "decode", "-o", out, "--events-per-rank", 1200, "--layers", 2]
+    assert run_cli(*argv, "--seed", seed)[0] == 0
+    merged, table = root / f"merged{seed}.jsonl", root / f"source{seed}.parquet"
+    ranks = sorted(out.glob("rank*.jsonl.gz"))
+    assert run_cli("merge", "--calibration", out / "calibration.json", "-o", merged, *ranks)[0] == 0
+    assert run_cli("ingest", "-o", table, merged)[0] == 0
+    return table
+
+
+def test_a_second_capture_of_the_program_widens_each_interval_to_hold_its_value(run_cli, tmp_path):
+    from tracecanary.canonical import sha256_file
+
+    first, second = _synth_capture(run_cli, tmp_path, 1), _synth_capture(run_cli, tmp_path, 2)
+    canary = tmp_path / "c.json"
+    assert run_cli("compile", first, "--budget", "skew=2us,gap=2us", "-o", canary)[0] == 0
+    out = tmp_path / "v.json"
+    code, _, err = run_cli("verify-behavior", first, canary, "--second-capture", second, "-o", out)
+    assert code in (0, 1), err
+    doc = json.loads(out.read_text())
+    validate(doc, "verification", file=str(out))
+    assert doc["standard"]["reproducibility"]["second_capture"] == {"sha256": sha256_file(second)}
+    held = [c["reproducibility"] for c in doc["checks"] if c["reproducibility"]]
+    assert held and all("second_capture" in r for r in held)
+    assert all(r["interval"][0] <= r["second_capture"] <= r["interval"][1] for r in held)
+    # the two captures differ: some statistic of the second lies outside the first's own
+    # bootstrap interval, and widens it
+    alone = tmp_path / "alone.json"
+    run_cli("verify-behavior", first, canary, "-o", alone)
+    narrow = {
+        (c["config"], c["metric"]): c["reproducibility"]["interval"]
+        for c in json.loads(alone.read_text())["checks"]
+        if c["reproducibility"]
+    }
+    widened = [
+        c
+        for c in doc["checks"]
+        if c["reproducibility"]
+        and c["reproducibility"]["interval"] != narrow[(c["config"], c["metric"])]
+    ]
+    assert widened

@@ -9,6 +9,7 @@ from tracecanary.commands import (
     add_configs_option,
     add_diagnostics_option,
     add_quiet_option,
+    add_second_capture_option,
     add_standard_option,
     add_tolerances_option,
 )
@@ -27,6 +28,7 @@ def register(sub) -> None:
     add_backends_option(p)
     add_tolerances_option(p)
     add_standard_option(p)
+    add_second_capture_option(p)
     add_configs_option(p, what="verify under")
     p.add_argument(
         "-o",
@@ -60,6 +62,7 @@ def run(args) -> int:
 
 def _run(args, diagnostics) -> int:
     from tracecanary.canonical import sha256_file, write_json
+    from tracecanary.commands import load_second_capture
     from tracecanary.diagnostics import search_cause, search_log_checks, skew_check
     from tracecanary.errors import ClaimFailed, located
     from tracecanary.load import load_program
@@ -90,6 +93,7 @@ def _run(args, diagnostics) -> int:
             config_names=args.config,
             progress=candidate_done,
             standard=args.standard,
+            second_capture=load_second_capture(args),
         )
     log = search_log_document(result, source_digest=digest, budgets_ns=budgets)
     if result.canary is None:

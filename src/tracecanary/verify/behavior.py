@@ -296,14 +296,20 @@ def replay_source_recalls(
 
 
 def behavior_checks(
-    src: Replay, can: Replay, tolerances: Tolerances, recalls: dict[str, float] | None = None
+    src: Replay,
+    can: Replay,
+    tolerances: Tolerances,
+    recalls: dict[str, float] | None = None,
+    second: Replay | None = None,
 ) -> list[dict]:
     """Every behavior check of ``can`` against ``src`` (see the module doc), per
     configuration of ``src``: latency and queue-wait distributions, hidden share,
     per-phase and per-op breakdowns, tail-event recall. The canary's replay may be any
     weighted program's (a canary's executed program, a sampling baseline).
     ``recalls``: the tail-event recall per configuration when already computed
-    (``replay_source_recalls``; then neither replay's latencies are read)."""
+    (``replay_source_recalls``; then neither replay's latencies are read). ``second``: the
+    replay of a second capture of the same program, whose statistics widen each check's
+    source interval (``verify.reproducibility.annotate``)."""
     src_metrics, src_lat = src.metrics, src.latencies
     can_metrics, can_lat = can.metrics, can.latencies
     tol = tolerances.content
@@ -373,8 +379,14 @@ def behavior_checks(
         from tracecanary.verify.reproducibility import annotate
 
         intervals = src.reproducibility["intervals"]
+        seconds = {}
+        if second is not None:  # the same checks, the second capture in the canary's place
+            ones = dict.fromkeys(src_metrics, 1.0)
+            for c in behavior_checks(src, second, tolerances, ones):
+                seconds[(c["config"], c["metric"])] = c["canary"]
         for check in checks:
-            annotate(check, intervals.get(check["config"], {}).get(check["metric"]))
+            key = (check["config"], check["metric"])
+            annotate(check, intervals.get(key[0], {}).get(key[1]), seconds.get(key))
     return checks
 
 
@@ -403,8 +415,14 @@ def verify_behavior(
     serialization: SourceSerialization | None = None,
     replays_out: dict | None = None,
     standard: str = DEFAULT_STANDARD,
+    second_capture: tuple[Program, str] | None = None,
+    second_replay: Replay | None = None,
 ) -> dict:
     """The verification document (see module doc).
+
+    ``second_capture``: (program, digest) of a second capture of the same program: each
+    check's source interval is widened to hold its statistic (``second_replay``: its
+    replay, when the caller already has it).
 
     ``standard``: what behaviour is held to (``verify.claims.STANDARDS``): the fixed
     tolerances (default), or, with ``reproducibility``, a check failing them passes when
@@ -477,7 +495,9 @@ def verify_behavior(
         raise ValueError(f"standard {standard!r} is not one of {', '.join(STANDARDS)}")
     src_metrics = src.metrics
     tol = tolerances.content
-    checks = behavior_checks(src, can, tolerances, recalls)
+    if second_capture is not None and second_replay is None:
+        second_replay = replay_program(second_capture[0], backends, names)
+    checks = behavior_checks(src, can, tolerances, recalls, second_replay)
     met = standard_met(checks)
     src_decisions, can_decisions, changed = ranking_changes(src.metrics, can.metrics, tolerances)
 
@@ -542,11 +562,15 @@ def verify_behavior(
             "failed_metrics": sorted({f"{c['config']}:{c['metric']}" for c in failed})[:50],
         },
         "model": "deterministic scheduler simulator (a model, not hardware)",
-        "standard": _standard_block(standard, met if obstacle is None else None, checks, src),
+        "standard": _standard_block(
+            standard, met if obstacle is None else None, checks, src, second_capture
+        ),
     }
 
 
-def _standard_block(standard: str, met: str | None, checks: list[dict], src: Replay) -> dict:
+def _standard_block(
+    standard: str, met: str | None, checks: list[dict], src: Replay, second_capture=None
+) -> dict:
     """The standard chosen, the one behaviour met (with its words), the source's
     reproducibility method and the checks whose source interval is wider than the fixed
     tolerance (the source is noisier than that tolerance demands)."""
@@ -559,7 +583,12 @@ def _standard_block(standard: str, met: str | None, checks: list[dict], src: Rep
         "chosen": standard,
         "met": met,
         "words": MET_WORDS.get(met),
-        "reproducibility": None if src.reproducibility is None else src.reproducibility["method"],
+        "reproducibility": None
+        if src.reproducibility is None
+        else {
+            **src.reproducibility["method"],
+            "second_capture": None if second_capture is None else {"sha256": second_capture[1]},
+        },
         "wider_than_tolerance": wider,
     }
 

@@ -19,6 +19,10 @@ figures are reproducible and the documents stay content-addressed. Everything is
 vectorized numpy over resamples x blocks and resamples x groups of sorted positions,
 never resamples x occurrences.
 
+Where a second capture of the same program is given (``--second-capture``), the interval
+is widened to hold that capture's value of the statistic (the spread between the two
+captures), recorded beside it.
+
 A check **meets the reproducibility standard** when the canary's value lies inside the
 source's interval; the interval is **wider than the tolerance** when it reaches further
 from the source's value than the fixed tolerance allows (the source is noisier than the
@@ -225,15 +229,19 @@ def method(blocks: dict) -> dict:
     }
 
 
-def annotate(check: dict, interval: list[float] | None) -> dict:
-    """``check`` with its ``reproducibility``: the source's interval, whether the
-    canary lies in it, and whether it is wider than the fixed tolerance."""
+def annotate(check: dict, interval: list[float] | None, second: float | None = None) -> dict:
+    """``check`` with its ``reproducibility``: the source's interval (widened to hold
+    ``second``, the same statistic of a second capture of the same program, where one is
+    given), whether the canary lies in it, and whether it is wider than the fixed
+    tolerance."""
     source, canary = check["source"], check["canary"]
     allowed = check["tolerance"].get("allowed")
     if interval is None or source is None or canary is None:
         check["reproducibility"] = None
         return check
     lo, hi = interval
+    if second is not None:
+        lo, hi = min(lo, float(second)), max(hi, float(second))
     spread = max(abs(hi - source), abs(source - lo))
     entry = {
         "interval": [lo, hi],
@@ -242,5 +250,7 @@ def annotate(check: dict, interval: list[float] | None) -> dict:
     }
     if source:
         entry["relative"] = [(lo - source) / abs(source), (hi - source) / abs(source)]
+    if second is not None:
+        entry["second_capture"] = float(second)
     check["reproducibility"] = entry
     return check

@@ -105,12 +105,15 @@ def search(
     progress: Callable[[str], None] | None = None,
     steady_selections: tuple[str, ...] = STEADY_SELECTIONS,
     standard: str = DEFAULT_STANDARD,
+    second_capture: tuple[Program, str] | None = None,
 ) -> SearchResult:
     """The search of the module doc. ``steady_selections``: the execution policy's
     ``steady_selection`` values step 3 tries at each k, in order (default: every one,
     the default ``time`` first; ``("time",)`` is the search without the skew-quantile
     rung). ``standard``: what each candidate's behaviour is held to
-    (``verify.claims.STANDARDS``; default the fixed tolerances)."""
+    (``verify.claims.STANDARDS``; default the fixed tolerances). ``second_capture``:
+    (program, digest) of a second capture of the same program, whose statistics widen
+    each check's source interval (``verify_behavior``)."""
     if (
         not steady_selections
         or steady_selections[0] != DEFAULT_STEADY_SELECTION
@@ -127,6 +130,11 @@ def search(
     # commitment hashes) and its replay under every configuration
     serialization = serialize_source(program)
     source_replay = replay_program(program, backends, config_names or None, reproducibility=True)
+    second_replay = (
+        None
+        if second_capture is None
+        else replay_program(second_capture[0], backends, config_names or None)
+    )
     explainer = BlockingExplainer(program)
 
     def compile_program(source: Program, **kwargs) -> dict:
@@ -157,6 +165,8 @@ def search(
             serialization=serialization,
             replays_out=replays,
             standard=standard,
+            second_capture=second_capture,
+            second_replay=second_replay,
         )
         stats = canary["stats"]
         entry.update(

@@ -17,6 +17,7 @@ directory, so a capture whose process groups the evidence cannot settle fails he
 from __future__ import annotations
 
 import datetime
+import json
 import multiprocessing
 import os
 import sys
@@ -117,22 +118,26 @@ def rank_cpus(nproc: int) -> list[int] | None:
     return allowed[:nproc] if len(allowed) >= nproc else None
 
 
-def latency_noise(program) -> dict:
-    """The capture's noise floor: per op signature, the coefficient of variation
-    (population std / mean) of every member's measured latency; its median (and max)
-    over the signatures with at least two measured values. A CV of 0.5 means repeated
-    identical collectives differ by half their mean: no canary is held closer than that."""
+def latency_noise(events: list[dict]) -> dict:
+    """The capture's noise floor from its merged trace's events: per op signature (op,
+    bytes, dtype, group, stream), the coefficient of variation (population std / mean) of
+    every member's measured latency; its median (and max) over the signatures with at
+    least two measured values. A CV of 0.5 means repeated identical collectives differ by
+    half their mean: no canary is held closer than that."""
     import numpy as np
 
-    sig, _ = program.signatures()
-    has = program.column("has_latency", bool)
-    occ = program.member_column("occ")
-    keep = has[occ]
-    values = program.member_values("latency_ns")[keep].astype(np.float64)
-    codes = sig[occ][keep]
-    count = np.bincount(codes, minlength=int(sig.max()) + 1 if sig.size else 0)
-    total = np.bincount(codes, values, minlength=count.size)
-    square = np.bincount(codes, values * values, minlength=count.size)
+    index: dict[tuple, int] = {}
+    codes, values = [], []
+    for e in events:
+        if "latency_ns" in e:
+            key = (e["op"], e["bytes"], e["dtype"], e["group"], e.get("stream", ""))
+            codes.append(index.setdefault(key, len(index)))
+            values.append(e["latency_ns"])
+    codes_a = np.asarray(codes, dtype=np.int64)
+    v = np.asarray(values, dtype=np.float64)
+    count = np.bincount(codes_a, minlength=len(index))
+    total = np.bincount(codes_a, v, minlength=len(index))
+    square = np.bincount(codes_a, v * v, minlength=len(index))
     used = (count >= 2) & (total > 0)
     mean = total[used] / count[used]
     cv = np.sqrt(np.maximum(square[used] / count[used] - mean * mean, 0.0)) / mean
@@ -181,9 +186,8 @@ def _import_check(tmp: Path, out_dir, nproc: int = NPROC) -> tuple[dict, dict]:
             raise RunFailed(
                 f"the captured traces do not merge: {err.one_line()}", file=str(out_dir)
             ) from None
-        from tracecanary.load import load_program
-
-        noise = latency_noise(load_program(str(Path(work) / "merged.json")))
+        merged = json.loads((Path(work) / "merged.json").read_text(encoding="utf-8"))
+        noise = latency_noise(merged["events"])
     return {"collectives": summary["events"], "unknown_groups": 0}, noise
 
 
