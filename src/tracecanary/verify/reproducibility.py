@@ -32,6 +32,8 @@ noise: they get no interval and are judged by the fixed tolerances only.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from tracecanary.factorize import sorted_distinct
@@ -84,6 +86,7 @@ def _step_starts(records: list[dict], start: int) -> list[int]:
     return out
 
 
+@functools.lru_cache(maxsize=8)
 def _resample_counts(blocks: int) -> np.ndarray:
     """RESAMPLES x blocks: how often each block is drawn in each resample. Draw j of
     resample r is block ``splitmix64(SEED, r * blocks + j) mod blocks``: fixed by the seed
@@ -91,7 +94,10 @@ def _resample_counts(blocks: int) -> np.ndarray:
     cells = np.arange(RESAMPLES * blocks, dtype=np.uint64)
     draws = (_splitmix64(cells + np.uint64(SEED)) % np.uint64(blocks)).astype(np.int64)
     rows = np.repeat(np.arange(RESAMPLES, dtype=np.int64) * blocks, blocks)
-    return np.bincount(rows + draws, minlength=RESAMPLES * blocks).reshape(RESAMPLES, blocks)
+    counts = np.bincount(rows + draws, minlength=RESAMPLES * blocks).reshape(RESAMPLES, blocks)
+    counts = counts.astype(np.float64)  # the products below in BLAS
+    counts.flags.writeable = False  # shared by every configuration (cached)
+    return counts
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
@@ -103,10 +109,11 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 
 
 def _sum_over_blocks(counts: np.ndarray, per_block: np.ndarray) -> np.ndarray:
-    """``counts @ per_block`` by numpy's own loops (``einsum`` without BLAS): a small
-    product, where a threaded BLAS would only contend with the other processes."""
-    subscripts = "rb,b->r" if per_block.ndim == 1 else "rb,bg->rg"
-    return np.einsum(subscripts, counts, per_block, optimize=False)
+    """``counts @ per_block``: per resample, the sum over its drawn blocks (a command runs
+    NumPy's BLAS on one thread: ``command_process``). A source's weights are 1 and its
+    figures integers, so every sum is an integer below 2**53, exact in any order: the
+    result does not depend on the BLAS kernel."""
+    return counts @ per_block
 
 
 def _distribution(
@@ -185,7 +192,7 @@ def config_intervals(prep, result, block_of: np.ndarray) -> dict[str, list[float
     (``prep``/``result`` as ``sim.metrics.summarize`` reads them)."""
     block = block_of[prep.occ]
     blocks = int(block_of.max()) + 1 if len(block_of) else 1
-    counts = _resample_counts(blocks).astype(np.float64)  # matrix products in BLAS
+    counts = _resample_counts(blocks)
     weights = prep.weight.astype(np.float64)
     out: dict[str, list[float] | None] = {}
     for family, values in (("latency", result.latency_ns), ("queue_wait", result.queue_wait_ns)):
