@@ -235,3 +235,55 @@ def test_a_second_capture_of_the_program_widens_each_interval_to_hold_its_value(
         and c["reproducibility"]["interval"] != narrow[(c["config"], c["metric"])]
     ]
     assert widened
+
+
+def test_a_source_names_a_second_capture_of_its_program_only_among_the_campaigns():
+    from tracecanary.campaign.config_check import second_captures
+    from tracecanary.errors import InputError
+
+    sources = [
+        {"id": "a", "kind": "trace", "path": "a.json", "second_capture": "b"},
+        {"id": "b", "kind": "trace", "path": "b.json"},
+    ]
+    assert second_captures({"sources": sources}, file="c.yaml") == {"a": "b"}
+    for wrong in ("zz", "a"):
+        bad = [{**sources[0], "second_capture": wrong}, sources[1]]
+        with pytest.raises(InputError, match="second_capture") as err:
+            second_captures({"sources": bad}, file="c.yaml")
+        assert err.value.field == "sources[0].second_capture"
+
+
+def test_the_campaign_verifies_and_searches_against_the_second_capture(tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    repo = DECODE.parents[1]
+    config = yaml.safe_load((repo / "config" / "config.yaml").read_text())
+    decode = config["sources"][0]
+    small = {
+        "id": "decode_small",
+        "kind": "captures",
+        "captures": [str(p) for p in sorted((repo / "resources" / "decode-small").glob("rank*"))],
+        "calibration": str(repo / "resources" / "decode-small" / "calibration.json"),
+    }
+    decode["captures"] = [str(repo / p) for p in decode["captures"]]
+    decode["calibration"] = str(repo / decode["calibration"])
+    decode["second_capture"] = "decode_small"
+    config["sources"] = [decode, small]
+    ids = ["decode", "decode_small"]
+    for key in ("backends", "tolerances"):
+        config[key] = str(repo / config[key])
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "pair.yaml").write_text(yaml.safe_dump(config))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--directory"]
+    cmd += [str(tmp_path), "--configfile", "config/pair.yaml", "--cores", "1", "--dry-run"]
+    cmd += ["--until", "search", "verify"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    second = f"results/{config['campaign']}/ingest/{ids[1]}.parquet"
+    jobs = run.stdout.split("\nrule ")
+    for rule in ("search", "verify"):
+        first_source = [j for j in jobs if j.startswith(f"{rule}:") and f"/{ids[0]}" in j]
+        assert first_source and all(second in j for j in first_source), rule

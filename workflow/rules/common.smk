@@ -2,6 +2,7 @@
 import glob
 from pathlib import Path
 
+from tracecanary.campaign.config_check import second_captures
 from tracecanary.campaign.physical_sources import physical_sources
 
 CAMPAIGN = config["campaign"]
@@ -169,6 +170,16 @@ def source_inputs(wildcards):
         "table": source_table(wildcards),
         "sidecar": f"results/{CAMPAIGN}/ingest/{wildcards.source}.meta.json",
     }
+
+
+# source -> the source that is a second capture of its program (verify and search)
+SECOND_CAPTURES = second_captures(config, file=" + ".join(map(str, workflow.configfiles)) or "config")
+
+
+def second_capture_inputs(wildcards):
+    """The normalized table of the source's second capture, where it names one."""
+    other = SECOND_CAPTURES.get(wildcards.source)
+    return {} if other is None else {"second_capture": f"results/{CAMPAIGN}/ingest/{other}.parquet"}
 
 
 def config_files():

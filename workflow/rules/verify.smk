@@ -1,6 +1,7 @@
 rule verify:
     input:
         unpack(source_inputs),
+        unpack(second_capture_inputs),
         canary="results/{campaign}/canary/{source}/{budget}.json",
         backends=config["backends"],
         tolerances=config["tolerances"],
@@ -22,6 +23,7 @@ rule verify:
 rule search:
     input:
         unpack(source_inputs),
+        unpack(second_capture_inputs),
         backends=config["backends"],
         tolerances=config["tolerances"],
     output:

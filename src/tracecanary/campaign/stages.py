@@ -158,10 +158,16 @@ def compile(job) -> None:  # noqa: A001 - named after its rule
     cli(["compile", job.input.table, *mode, "-o", job.output.canary])
 
 
+def _second_capture(job) -> list[str]:
+    """``--second-capture TABLE`` where the source names a second capture of its program."""
+    second = getattr(job.input, "second_capture", None)  # an input only where configured
+    return ["--second-capture", second] if second else []
+
+
 def _verify_behavior(job, canary: str, output: str, standard: str | None = None) -> int:
     # a rejected canary (exit 1) is a recorded result, not a failed job
     argv = ["verify-behavior", job.input.table, canary, "--backends", job.input.backends]
-    argv += ["--standard", standard] if standard else []
+    argv += ["--standard", standard, *_second_capture(job)] if standard else []
     return cli([*argv, "--tolerances", job.input.tolerances, "-o", output], ok_codes=(0, 1))
 
 
@@ -188,6 +194,7 @@ def search(job) -> None:
             job.output.verification,
             "--standard",
             job.params.standard,
+            *_second_capture(job),
         ]
     )
 
