@@ -222,6 +222,7 @@ def _run_rank(
 
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)  # before any parallel work: one thread besides gloo's
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(nproc))
     dist.init_process_group(
