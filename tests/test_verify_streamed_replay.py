@@ -27,7 +27,7 @@ def test_streamed_source_replay_gives_the_document_of_both_replays_held(policy):
         canary,
         backends,
         tolerances,
-        source_replay=replay_program(source, backends),
+        source_replay=replay_program(source, backends, reproducibility=True),
         **kwargs,
     )
     assert streamed == whole == given

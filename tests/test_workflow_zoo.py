@@ -55,13 +55,30 @@ def test_config_schema_accepts_a_live_capture_of_a_zoo_workload():
     [
         ({"workload": "resnet"}, "'resnet' is not one of"),
         ({"kind": "captures", "captures": ["r0.json"]}, "should not be valid"),
-        ({"nproc": 2}, "4 was expected"),
+        ({"nproc": 6}, "6 is not one of"),
+        ({"workload": "fsdp2_tp", "nproc": 2}, "4 was expected"),
     ],
-    ids=["unknown-workload", "workload-on-another-kind", "zoo-with-other-than-4-ranks"],
+    ids=[
+        "unknown-workload",
+        "workload-on-another-kind",
+        "zoo-with-other-than-2-or-4-ranks",
+        "a-2x2-mesh-on-2-ranks",
+    ],
 )
 def test_config_schema_refuses_a_workload_it_cannot_capture(change, refusal):
     with pytest.raises(WorkflowError, match=refusal):
         validated({**ZOO_SOURCE, **change})
+
+
+def test_config_schema_allows_each_workload_the_world_sizes_it_runs_on():
+    for name, workload in WORKLOADS.items():
+        for nproc in (2, 4):
+            source = {**ZOO_SOURCE, "workload": name, "nproc": nproc}
+            if nproc in workload.ranks:
+                assert validated(source)["nproc"] == nproc
+            else:
+                with pytest.raises(WorkflowError):
+                    validated(source)
 
 
 def test_full_campaign_captures_every_zoo_workload_live_as_evidence():

@@ -85,3 +85,40 @@ def test_pp_workload_hands_activations_between_stages_by_send_recv(tmp_path, run
     pairs = {(e["rank"], e["peer"]) for e in events if e["op"] == "send"}
     assert {(0, 1), (1, 2), (2, 3)} <= pairs  # forward activations
     assert {(3, 2), (2, 1), (1, 0)} <= pairs  # backward gradients
+
+
+@pytest.mark.parametrize("name", ["ddp", "tp_decode", "pp"])
+def test_a_world_spanning_workload_runs_on_two_ranks_a_cpu_each_and_reports_its_noise(
+    name, tmp_path, run_cli
+):
+    import os
+
+    from tracecanary.zoo.programs import WORKLOADS
+
+    out = tmp_path / name
+    code, stdout, err = run_cli(
+        "capture", "--workload", name, "--nproc", 2, "--steps", SHORT_STEPS[name], "-o", out
+    )
+    assert code == 0, err
+    capture = json.loads((out / "capture.json").read_text())
+    validate(capture, "capture", file="capture.json")
+    assert capture["settings"]["nproc"] == 2
+    assert sorted(p.name for p in out.glob("rank*.json.gz")) == ["rank0.json.gz", "rank1.json.gz"]
+    assert capture["layout"] == WORKLOADS[name].layout_on(2)
+    assert capture["layout"]["groups"] == [{"desc": "default_pg", "ranks": [0, 1]}]
+    cpus = sorted(os.sched_getaffinity(0))
+    assert capture["settings"]["cpus_per_rank"] == [[c] for c in cpus[:2]]
+    noise = capture["noise"]
+    assert noise["signatures"] >= 1 and noise["latency_cv_median"] >= 0
+    assert f"median {noise['latency_cv_median']}" in stdout
+    from tracecanary.campaign.summary import capture_noise_section
+
+    row = f"| {name} | {name} | 2 | yes | {noise['latency_cv_median']} |"
+    assert any(line.startswith(row) for line in capture_noise_section([out]))
+
+
+def test_a_workload_is_refused_on_a_world_size_it_cannot_run_on(tmp_path, run_cli):
+    code, _, err = run_cli("capture", "--workload", "fsdp2_tp", "--nproc", 2, "-o", tmp_path / "x")
+    assert code == 2
+    assert "fsdp2_tp runs on 4 ranks, not 2" in err
+    assert not (tmp_path / "x").exists()

@@ -429,8 +429,12 @@ def build_program_from_columns(
                 f"{field} partially measured (absent on rank(s) {','.join(map(str, which))})",
             )
         top = occs.reduce(np.maximum, values, present, floor) if G else np.zeros(0, values.dtype)
+        # each member's own value is kept only where some member's differs from the max
+        own = None
+        if G and (present & (values != top[occs.occ_of])).any():
+            own = np.where(present, values, 0).astype(np.int64)
         del present
-        measured_top[field] = (top, count)
+        measured_top[field] = (top, count, own)
         del values
     phase_first = _first_text(occs, columns.pop("phase", None))
     stream_first = _first_text(occs, columns.pop("stream", None))
@@ -492,10 +496,11 @@ def build_program_from_columns(
 
     measured = {}  # field -> (max over members, 0 where unmeasured; measured?) in issue order
     for field in ("overlap_ns", "latency_ns"):
-        top, count = measured_top.pop(field)
+        top, count, own = measured_top[field]
         has = count > 0
         measured[field] = (np.where(has, top, 0).astype(np.int64)[perm], has[perm])
-        del top, count, has
+        measured_top[field] = own
+        del top, count, has, own
 
     T = T_g[perm]
     del T_g
@@ -534,6 +539,10 @@ def build_program_from_columns(
     mem_order = np.lexsort((rank, member_occ))
     member_occ = member_occ[mem_order]
     rank = rank[mem_order]
+    member_values = {  # members' own latency / overlap, where they differ from the max
+        field: own[mem_order] for field, own in measured_top.items() if own is not None
+    }
+    del measured_top
     if skew_known:
         skew_ns = arrival[mem_order]  # arrival may be the caller's column: not in place
         del arrival, mem_order
@@ -547,7 +556,7 @@ def build_program_from_columns(
     del T
     return make_program(
         occurrence_columns,
-        {"occ": member_occ, "rank": rank, "skew_ns": skew_ns},
+        {"occ": member_occ, "rank": rank, "skew_ns": skew_ns, **member_values},
         world_size=world_size,
         skew_known=skew_known,
         skew_reason=skew_reason,

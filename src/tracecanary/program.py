@@ -35,6 +35,11 @@ Columns of ``Program.members`` (one row per member of each occurrence, sorted by
     rank         int32   global rank
     skew_ns      int64   arrival of this member minus the occurrence's issue time (>= 0);
                          meaningful only when Program.skew_known
+  and, only where some member's measured value differs from its occurrence's (the max
+  over members), the member's own value (``MEMBER_VALUE_COLUMNS``; 0 where unmeasured):
+    latency_ns   int64
+    overlap_ns   int64
+  Absent, every member's value is its occurrence's; ``member_values`` reads either form.
 ``occ`` and ``rank`` are int32 (4 bytes per member event, not 8): ``make_program``
 refuses (InputError, exit 2, naming the field) a program with 2**31 or more occurrences
 or a rank of 2**31 or more rather than let a value wrap. A reader that computes with them
@@ -90,6 +95,9 @@ OCCURRENCE_COLUMNS: dict[str, str] = {
 }
 
 MEMBER_COLUMNS: dict[str, str] = {"occ": "int32", "rank": "int32", "skew_ns": "int64"}
+# optional member columns: each member's own measured value, held only where some member
+# differs from its occurrence's value (occurrence column of the same name: the max)
+MEMBER_VALUE_COLUMNS: dict[str, str] = {"latency_ns": "int64", "overlap_ns": "int64"}
 # the largest occurrence index / rank a member table holds (its int32 columns)
 MEMBER_INDEX_LIMIT = int(np.iinfo(np.int32).max)
 
@@ -332,6 +340,21 @@ class Program:
             return _read_only(self._mem[name], dtype)
         return self._mem[name].to_numpy(dtype=dtype)
 
+    def held_member_values(self) -> tuple[str, ...]:
+        """The ``MEMBER_VALUE_COLUMNS`` this program holds (members' own values)."""
+        held = self._mem if isinstance(self._mem, dict) else self._mem.columns
+        return tuple(name for name in MEMBER_VALUE_COLUMNS if name in held)
+
+    def member_values(self, name: str) -> np.ndarray:
+        """Each member's own value of the measured field ``name`` (``latency_ns`` or
+        ``overlap_ns``; int64, 0 where unmeasured): the members column where held, else
+        its occurrence's value."""
+        if name in self.held_member_values():
+            return self.member_column(name, np.int64)
+        has = self.column("has_" + name.removesuffix("_ns"), bool)
+        occ = self.member_column("occ")
+        return np.where(has, self.column(name, np.int64), 0)[occ]
+
     @property
     def member_count(self) -> int:
         """The number of member rows."""
@@ -509,6 +532,10 @@ def _check_tables(occurrences, members) -> None:
             ok = name in members.columns and str(members[name].dtype) == dtype
         if not ok:
             raise ValueError(f"program members column {name!r} missing or not {dtype}")
+    held = members if isinstance(members, Mapping) else members.columns
+    for name, dtype in MEMBER_VALUE_COLUMNS.items():
+        if name in held and str(members[name].dtype) != dtype:
+            raise ValueError(f"program members column {name!r} not {dtype}")
 
 
 def _check_occurrence_frame(occurrences) -> None:
@@ -667,6 +694,10 @@ def make_program(
         )
         for name, dtype in MEMBER_COLUMNS.items()
     }
+    for name, dtype in MEMBER_VALUE_COLUMNS.items():
+        value = members.pop(name, None) if take_columns else members.get(name)
+        if value is not None:
+            mcols[name] = np.asarray(value, dtype=dtype)
     attributes = {
         "world_size": world_size,
         "skew_known": skew_known,

@@ -2,6 +2,7 @@
 import glob
 from pathlib import Path
 
+from tracecanary.campaign.config_check import second_captures
 from tracecanary.campaign.physical_sources import check_physical_configs, physical_sources
 
 CAMPAIGN = config["campaign"]
@@ -181,6 +182,16 @@ def source_inputs(wildcards):
     }
 
 
+# source -> the source that is a second capture of its program (verify and search)
+SECOND_CAPTURES = second_captures(config, file=" + ".join(map(str, workflow.configfiles)) or "config")
+
+
+def second_capture_inputs(wildcards):
+    """The normalized table of the source's second capture, where it names one."""
+    other = SECOND_CAPTURES.get(wildcards.source)
+    return {} if other is None else {"second_capture": f"results/{CAMPAIGN}/ingest/{other}.parquet"}
+
+
 def config_files():
     """Config files loaded, in load order, each once (relative to the working directory)."""
     paths = [str(Path(p).relative_to(Path.cwd())) if Path(p).is_absolute() else str(p) for p in workflow.configfiles]
@@ -223,6 +234,7 @@ def summary_inputs(wildcards):
         "controls": [f"results/{CAMPAIGN}/controls/{s}.json" for s in SOURCES],
         "physical": physical_summaries(),
         "alphabeta_fits": [f"results/{CAMPAIGN}/alphabeta/{l}/fit.json" for l in ALPHABETA],
+        "captures": [f"results/{CAMPAIGN}/capture/{s}" for s in sources_of_kind("live_capture")],
     }
 
 

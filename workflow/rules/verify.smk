@@ -1,12 +1,15 @@
 rule verify:
     input:
         unpack(source_inputs),
+        unpack(second_capture_inputs),
         canary="results/{campaign}/canary/{source}/{budget}.json",
         backends=config["backends"],
         tolerances=config["tolerances"],
     output:
         verification="results/{campaign}/verify/{source}/{budget}.json",
         prov="results/{campaign}/provenance/verify/{source}/{budget}.json",
+    params:
+        standard=config["verification_standard"],
     log:
         "logs/{campaign}/verify/{source}/{budget}.log",
     benchmark:
@@ -20,6 +23,7 @@ rule verify:
 rule search:
     input:
         unpack(source_inputs),
+        unpack(second_capture_inputs),
         backends=config["backends"],
         tolerances=config["tolerances"],
     output:
@@ -30,6 +34,7 @@ rule search:
     params:
         budgets=config["search"]["budgets"],
         order=config["search"]["order"],
+        standard=config["verification_standard"],
     log:
         "logs/{campaign}/search/{source}.log",
     benchmark:

@@ -14,6 +14,9 @@ Guarantees:
 - ``check_paths_inside``: every output path a campaign names resolves inside
   ``results/<campaign>`` (identifiers are also constrained by the config schema, so
   this is the second guard, not the first).
+- ``second_captures``: each source's ``second_capture`` (another source of the campaign,
+  a second capture of the same program), refused, exit 2 naming the source, where it
+  names no other source of the campaign.
 """
 
 from __future__ import annotations
@@ -148,3 +151,23 @@ def check_rule_outputs(rules: Iterable[Any], campaign: str, *, file: str) -> Non
                     file=file,
                     field="output",
                 )
+
+
+def second_captures(config: dict, *, file: str) -> dict[str, str]:
+    """``{source id: the id of its second capture}`` for every source that names one;
+    InputError (exit 2) naming the source where the id is not another source's."""
+    ids = [source["id"] for source in config["sources"]]
+    out = {}
+    for k, source in enumerate(config["sources"]):
+        other = source.get("second_capture")
+        if other is None:
+            continue
+        if other not in ids or other == source["id"]:
+            raise InputError(
+                f"source {source['id']}: second_capture {other!r} is not another source of "
+                f"this campaign ({', '.join(ids)})",
+                file=file,
+                field=f"sources[{k}].second_capture",
+            )
+        out[source["id"]] = other
+    return out

@@ -62,10 +62,9 @@ def cli_process(argv: list[Any], ok_codes: tuple[int, ...] = (0,)) -> int:
 
 
 def capture_kineto(job) -> None:
-    if job.params.workload:  # a zoo workload (tracecanary.zoo): always 4 ranks
-        argv = ["capture", "--workload", job.params.workload, "--steps", job.params.steps]
-    else:
-        argv = ["capture", "--nproc", job.params.nproc, "--steps", job.params.steps]
+    argv = ["capture", "--nproc", job.params.nproc, "--steps", job.params.steps]
+    if job.params.workload:  # a zoo workload (tracecanary.zoo) on nproc ranks
+        argv += ["--workload", job.params.workload]
     cli_process([*argv, "-o", job.output.capture])
 
 
@@ -167,14 +166,21 @@ def compile(job) -> None:  # noqa: A001 - named after its rule
     cli(["compile", job.input.table, *mode, "-o", job.output.canary])
 
 
-def _verify_behavior(job, canary: str, output: str) -> int:
+def _second_capture(job) -> list[str]:
+    """``--second-capture TABLE`` where the source names a second capture of its program."""
+    second = getattr(job.input, "second_capture", None)  # an input only where configured
+    return ["--second-capture", second] if second else []
+
+
+def _verify_behavior(job, canary: str, output: str, standard: str | None = None) -> int:
     # a rejected canary (exit 1) is a recorded result, not a failed job
     argv = ["verify-behavior", job.input.table, canary, "--backends", job.input.backends]
+    argv += ["--standard", standard, *_second_capture(job)] if standard else []
     return cli([*argv, "--tolerances", job.input.tolerances, "-o", output], ok_codes=(0, 1))
 
 
 def verify(job) -> None:
-    _verify_behavior(job, job.input.canary, job.output.verification)
+    _verify_behavior(job, job.input.canary, job.output.verification, job.params.standard)
 
 
 def search(job) -> None:
@@ -196,6 +202,9 @@ def search(job) -> None:
             job.output.log,
             "--verification",
             job.output.verification,
+            "--standard",
+            job.params.standard,
+            *_second_capture(job),
         ]
     )
 
@@ -452,6 +461,7 @@ def summary(job) -> None:
         timelines=list(job.input.timelines),
         sampling_baselines=list(job.input.sampling_baselines),
         controls=list(job.input.controls),
+        captures=list(job.input.captures),
         html=job.output.html,
     )
 

@@ -606,6 +606,76 @@ def alphabeta_section(alphabeta_fits) -> list[str]:
     ]
 
 
+def capture_noise_section(captures) -> list[str]:
+    """Per live capture (its directory, ``capture.json`` inside): ranks, whether each had
+    a CPU of its own, and the latency CV per op signature, the noise floor of its figures."""
+    rows = []
+    for directory in map(Path, captures):
+        doc = _load(directory / "capture.json")
+        settings, noise = doc["settings"], doc.get("noise")
+        if noise is None:
+            continue
+        pinned = "yes" if settings.get("cpus_per_rank") else "no (ranks share cores)"
+        rows.append(
+            f"| {directory.name} | {settings.get('workload', '')} | {settings['nproc']} | "
+            f"{pinned} | {noise['latency_cv_median']} | {noise['latency_cv_max']} | "
+            f"{noise['signatures']} |"
+        )
+    if not rows:
+        return []
+    return [
+        "## Capture noise floor",
+        "",
+        "Latency CV: std / mean of every member's measured latency per op signature, the median "
+        "and max over signatures (`capture.json` `noise`). No canary is held closer to its "
+        "source than this.",
+        "",
+        "| source | workload | ranks | a CPU per rank | latency CV (median) | (max) | signatures |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def reproducibility_section(verifications: dict[str, dict]) -> list[str]:
+    """Per source: the standard its canary's behaviour was held to and met, and each check
+    whose source interval (the source's own 95% block-bootstrap interval) is wider than
+    its fixed tolerance: the source is noisier than that tolerance demands."""
+    lines: list[str] = []
+    for source, doc in verifications.items():
+        standard = doc.get("standard")
+        if not standard:
+            continue
+        if not lines:
+            lines = ["## Fixed tolerances and the sources' own reproducibility", ""]
+        method = standard.get("reproducibility") or {}
+        blocks = method.get("blocks") or {}
+        lines.append(
+            f"`{source}`: standard **{standard['chosen']}**; "
+            f"{standard['words'] or 'met neither standard'} (block bootstrap over "
+            f"{blocks.get('count', '?')} {blocks.get('kind', '')}, {method.get('resamples', '?')} "
+            f"resamples, seed {method.get('seed', '?')})."
+        )
+        wider = set(standard.get("wider_than_tolerance", []))
+        rows = [c for c in doc["checks"] if f"{c['config']}:{c['metric']}" in wider]
+        if rows:
+            lines += [
+                "",
+                f"{len(rows)} checks whose source interval is wider than the fixed tolerance:",
+                "",
+                "| config | check | source | allowed ± | source interval | canary |",
+                "|---|---|---|---|---|---|",
+            ]
+            for c in rows:
+                lo, hi = c["reproducibility"]["interval"]
+                lines.append(
+                    f"| {c['config']} | {c['metric']} | {c['source']:.6g} | "
+                    f"{c['tolerance']['allowed']:.3g} | [{lo:.6g}, {hi:.6g}] | {c['canary']:.6g} |"
+                )
+        lines.append("")
+    return lines
+
+
 def write_campaign_summary(
     path,
     *,
@@ -623,6 +693,7 @@ def write_campaign_summary(
     timelines=(),
     sampling_baselines=(),
     controls=(),
+    captures=(),
     html=None,
 ) -> str:
     """One page: what the campaign showed, each line traceable to an artifact (see module
@@ -658,6 +729,8 @@ def write_campaign_summary(
         physical_docs,
     )
     lines += ["", "Verification statuses of every search candidate are in `search.md`.", ""]
+    lines += reproducibility_section(_by_source(verifications))
+    lines += capture_noise_section(captures)
     lines += verdicts_section(verdicts)
     lines += timelines_section(timelines, manifest_path)
     lines += rankings_section(source_reports)

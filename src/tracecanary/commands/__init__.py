@@ -62,6 +62,43 @@ def add_tolerances_option(parser) -> None:
     )
 
 
+def add_standard_option(parser) -> None:
+    """``--standard S``: what behaviour is held to (``verify.claims.STANDARDS``)."""
+    from tracecanary.verify.claims import DEFAULT_STANDARD, STANDARDS
+
+    parser.add_argument(
+        "--standard",
+        choices=STANDARDS,
+        default=DEFAULT_STANDARD,
+        help="what each behaviour check is held to: strict (the fixed tolerances) or "
+        "reproducibility (also passes inside the source's own 95%% block-bootstrap "
+        "interval of that statistic); both figures are reported either way",
+    )
+
+
+def add_second_capture_option(parser) -> None:
+    """``--second-capture TRACE``: another capture of the same program (its spread)."""
+    parser.add_argument(
+        "--second-capture",
+        metavar="TRACE",
+        help="another capture of the same program (native trace or normalized Parquet): each "
+        "check's source interval is widened to hold its value there (default: none)",
+    )
+
+
+def load_second_capture(args):
+    """(program, SHA-256) of ``args.second_capture``, or None when not given."""
+    if not args.second_capture:
+        return None
+    from tracecanary.canonical import sha256_file
+    from tracecanary.errors import located
+    from tracecanary.load import load_program
+
+    with located(args.second_capture):
+        program = load_program(args.second_capture, executed=False)
+    return program, sha256_file(args.second_capture)
+
+
 def add_configs_option(parser, *, what: str) -> None:
     """``--config NAME`` (repeatable): the simulator configurations to ``what`` (default all)."""
     parser.add_argument(

@@ -32,7 +32,8 @@ def register(sub) -> None:
     p.add_argument(
         "--workload",
         metavar="NAME",
-        help="a zoo workload (ddp, fsdp2_tp, tp_decode, pp; 4 ranks; see tracecanary.zoo) "
+        help="a zoo workload (ddp, fsdp2_tp, tp_decode, pp; --nproc 4, or 2 for ddp, "
+        "tp_decode and pp; see tracecanary.zoo) "
         "(default: the built-in probe workload)",
     )
     p.add_argument(
@@ -95,12 +96,20 @@ def run(args) -> int:
         from tracecanary.zoo.runner import capture_workload
 
         doc = capture_workload(
-            args.workload, args.output, steps=args.steps, timeout_s=max(args.timeout, 300.0)
+            args.workload,
+            args.output,
+            steps=args.steps,
+            timeout_s=max(args.timeout, 300.0),
+            nproc=args.nproc,
         )
+        settings, noise = doc["settings"], doc["noise"]
+        pinned = "a CPU each" if settings["cpus_per_rank"] else "not pinned: ranks share cores"
         print(
-            f"captured workload {args.workload}: 4 ranks x {doc['settings']['steps']} steps, "
-            f"{doc['import_check']['collectives']} collectives, groups settled, in "
-            f"{doc['wall_s']} s (torch {doc['environment']['torch']}, gloo) -> {args.output}"
+            f"captured workload {args.workload}: {settings['nproc']} ranks ({pinned}) x "
+            f"{settings['steps']} steps, {doc['import_check']['collectives']} collectives, groups "
+            f"settled, in {doc['wall_s']} s (torch {doc['environment']['torch']}, gloo); latency "
+            f"CV per signature: median {noise['latency_cv_median']}, max "
+            f"{noise['latency_cv_max']} -> {args.output}"
         )
         return 0
     if args.steps is None:

@@ -10,6 +10,8 @@ from tracecanary.commands import (
     add_diagnostics_option,
     add_order_option,
     add_quiet_option,
+    add_second_capture_option,
+    add_standard_option,
     add_tolerances_option,
 )
 
@@ -26,6 +28,8 @@ def register(sub) -> None:
     )
     add_backends_option(p)
     add_tolerances_option(p)
+    add_standard_option(p)
+    add_second_capture_option(p)
     add_configs_option(p, what="verify under")
     p.add_argument(
         "-o",
@@ -60,6 +64,7 @@ def run(args) -> int:
 
 def _run(args, diagnostics) -> int:
     from tracecanary.canonical import sha256_file, write_json
+    from tracecanary.commands import load_second_capture
     from tracecanary.diagnostics import search_cause, search_log_checks, skew_check
     from tracecanary.errors import ClaimFailed, located
     from tracecanary.load import load_program
@@ -89,6 +94,8 @@ def _run(args, diagnostics) -> int:
             source_digest=digest,
             config_names=args.config,
             progress=candidate_done,
+            standard=args.standard,
+            second_capture=load_second_capture(args),
         )
     log = search_log_document(result, source_digest=digest, budgets_ns=budgets)
     if result.canary is None:
@@ -120,4 +127,12 @@ def _run(args, diagnostics) -> int:
         f"(execution_reduction {st['execution_reduction']}), claim verified",
         file=sys.stderr,
     )
+    standard = result.verification["standard"]
+    print(f"standard {standard['chosen']}: {standard['words']}", file=sys.stderr)
+    if standard["wider_than_tolerance"]:
+        print(
+            f"source interval wider than the fixed tolerance ({len(standard['wider_than_tolerance'])}): "
+            + ", ".join(standard["wider_than_tolerance"][:8]),
+            file=sys.stderr,
+        )
     return 0

@@ -8,6 +8,8 @@ from tracecanary.commands import (
     add_diagnostics_option,
     add_judge_inputs,
     add_quiet_option,
+    add_second_capture_option,
+    add_standard_option,
 )
 
 
@@ -17,6 +19,8 @@ def register(sub) -> None:
         help="replay source and canary under every configuration; separate statuses; exit 0 only when verified",
     )
     add_judge_inputs(p, canary_help="canary JSON (tracecanary.canary/v1)")
+    add_standard_option(p)
+    add_second_capture_option(p)
     p.add_argument(
         "-o",
         "--output",
@@ -38,11 +42,13 @@ def run(args) -> int:
 
 def _run(args, diagnostics) -> int:
     from tracecanary.canonical import write_json
-    from tracecanary.commands import judge_canary_against_source
+    from tracecanary.commands import judge_canary_against_source, load_second_capture
     from tracecanary.diagnostics import verification_cause, verification_checks
     from tracecanary.verify.behavior import describe_failures, verify_behavior
 
-    doc = judge_canary_against_source(args, verify_behavior)
+    doc = judge_canary_against_source(
+        args, verify_behavior, standard=args.standard, second_capture=load_second_capture(args)
+    )
     write_json(args.output, doc)
     verified = doc["claim"] == "verified"
     for line in describe_failures(doc):

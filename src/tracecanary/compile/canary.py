@@ -3,7 +3,7 @@
 Guarantees (each checked before a canary is returned; a failure raises ``ClaimFailed``
 and nothing is written):
 - lossless: expanding the canary gives back the covered source exactly (same
-  ``source_digest``);
+  ``source_digest``), every member's own latency and overlap included;
 - bounded: structure, measured masks and tail flags are exact; every timing value is
   within its field budget (signature overrides applied) and each interval's stated
   ``max_error_ns`` is the error actually incurred;
@@ -36,7 +36,7 @@ from tracecanary.compile.structure import (
     signature_table,
     top_level_spans,
 )
-from tracecanary.compile.timing_streams import FIELDS, MASKED
+from tracecanary.compile.timing_streams import FIELDS, MASKED, MEMBER_STREAMS
 from tracecanary.errors import ClaimFailed, InputError
 from tracecanary.formats.ids import CANARY_FORMAT
 from tracecanary.memory import release_freed_memory
@@ -115,7 +115,10 @@ def prefix_program(program: Program, stop: int) -> Program:
                 name: value.take(slice(0, stop)) if isinstance(value, TextColumn) else value[:stop]
                 for name, value in columns.items()
             },
-            members={name: program.member_column(name)[keep] for name in MEMBER_COLUMNS},
+            members={
+                name: program.member_column(name)[keep]
+                for name in (*MEMBER_COLUMNS, *program.held_member_values())
+            },
         )
     occ = program.occurrences.iloc[:stop].reset_index(drop=True)
     mem = program.members[program.members["occ"].to_numpy() < stop].reset_index(drop=True)
@@ -224,6 +227,12 @@ def _compile(
         streams[name], stream_bytes[name] = _choose_stream(
             name, plan, arrays, spans, b_sig[sig_ids], ser, max_records, covered_n
         )
+    if lossless:  # members' own values, where some differ from their occurrence's
+        for name in MEMBER_STREAMS:
+            if arrays.deficits and name in arrays.deficits:
+                streams[name], stream_bytes[name] = _choose_stream(
+                    name, None, arrays, spans, None, ser, max_records, covered_n
+                )
     plan = None  # its interval summaries are not needed past the streams
     partial = covered_n < total
     reasons = []
@@ -406,6 +415,13 @@ def _self_check(source: Program, doc: dict, budget: Budget, sig_ids: np.ndarray)
             else budget.per_signature(name, len(doc["signatures"]))[sig_ids]
         )
         _raise_if_over(name, err, b)
+    deficits = timing.timing_arrays(source).deficits or {}
+    for name in MEMBER_STREAMS:
+        if lossless and name in deficits:
+            if name not in d.values or not np.array_equal(d.values[name], deficits[name]):
+                fail(f"timing.{name}")
+        elif name in d.values:
+            fail(f"timing.{name}")
     gap = source.column("gap_ns", np.int64)
     drift = np.cumsum(d.values["gap"]) - np.cumsum(gap)
     return int(np.abs(drift).max()) if len(drift) else 0

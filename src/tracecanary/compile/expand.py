@@ -1,8 +1,10 @@
 """Expansion: a canary back to a ``Program``.
 
 ``expand_canary(canary, executed=False)`` rebuilds every logical occurrence (for a
-lossless canary: equal to the covered source, same ``source_digest``; for a bounded
-canary: structure, masks and flags exact, timing values the interval representatives).
+lossless canary: equal to the covered source, same ``source_digest``, every member's own
+latency and overlap included; for a bounded canary: structure, masks and flags exact,
+timing values the interval representatives, each member carrying its occurrence's
+latency and overlap).
 ``executed=True`` gives only what a replay runs: the executed occurrences in order,
 with ``weight`` (the logical occurrences each stands for; weights sum to the logical
 count) and an extra column ``logical_occ`` (its logical index); every executed
@@ -25,11 +27,12 @@ from tracecanary.compile import timing_streams
 from tracecanary.compile.document import declared_order
 from tracecanary.compile.reductions import executed_selection, read_reductions
 from tracecanary.compile.structure import expand_structure, member_positions, structure_length
-from tracecanary.compile.timing_streams import FIELDS
+from tracecanary.compile.timing_streams import FIELDS, MEMBER_STREAMS
 from tracecanary.errors import InputError, ResourceLimitExceeded
 from tracecanary.limits import current_limits
 from tracecanary.program import (
     MEMBER_COLUMNS,
+    MEMBER_VALUE_COLUMNS,
     OCCURRENCE_COLUMNS,
     Program,
     TextColumn,
@@ -168,6 +171,10 @@ def decode_canary(canary: dict, *, ranks: bool = True) -> Decoded:
                 raise InputError(f"timing stream {name} is missing", field=f"timing.{name}")
             continue
         values[name], masks[name] = timing_streams.decode_stream(name, stream, n, member_offsets)
+    for name in MEMBER_STREAMS:
+        stream = canary["timing"].get(name)
+        if stream is not None:
+            values[name], _ = timing_streams.decode_stream(name, stream, n, member_offsets)
     tail = timing_streams.decode_bool(canary["flags"]["tail"])
     if len(tail) != n:
         raise InputError(f"tail flags cover {len(tail)} occurrences, not {n}", field="flags.tail")
@@ -253,6 +260,13 @@ def _make_program(
     mcols = {
         name: _member_array(name, members[name], dtype) for name, dtype in MEMBER_COLUMNS.items()
     }
+    mcols.update(
+        {
+            name: np.asarray(members[name], dtype)
+            for name, dtype in MEMBER_VALUE_COLUMNS.items()
+            if name in members
+        }
+    )
     program = Program.from_columns(
         data,
         mcols,  # the decoded arrays, not a second copy
@@ -308,6 +322,10 @@ def expand_canary(canary: dict, executed: bool = False) -> Program:
         "rank": ranks,
         "skew_ns": values["skew"] if skew_known else np.zeros(len(ranks), dtype=np.int64),
     }
+    for name, field in MEMBER_STREAMS.items():  # each member's own value, where stated
+        if name in values:
+            occ_value = np.where(masks[field], values[field], 0)[members["occ"]]
+            members[f"{field}_ns"] = occ_value - values[name]
     notes = _expansion_notes(canary, executed)
     program = _make_program(
         occurrences,
@@ -390,6 +408,7 @@ def select_occurrences(program: Program, idx: np.ndarray, weights: np.ndarray) -
             "occ": np.repeat(np.arange(len(idx), dtype=MEMBER_COLUMNS["occ"]), counts[idx]),
             "rank": program.member_column("rank")[pos],
             "skew_ns": program.member_column("skew_ns", np.int64)[pos],
+            **{name: program.member_column(name)[pos] for name in program.held_member_values()},
         }
     if program.holds_columns:
         columns = {name: program.raw_column(name) for name in program.column_names}

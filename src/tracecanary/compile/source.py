@@ -4,12 +4,16 @@ commitments: the bytes every receipt in a canary refers to.
 Format ``tracecanary.source/v1``: a header line, then one line per occurrence, each the
 canonical JSON (``tracecanary.canonical.canonical_json_bytes``, newline-terminated) of::
 
-    {"bytes", "dtype", "gap_ns", "group", "group_size", ["latency_ns"], "members",
-     "occ", "op", ["overlap_ns"], "phase", "root", "stream", "tail", "weight"}
+    {"bytes", "dtype", "gap_ns", "group", "group_size", ["latency_ns"],
+     ["latency_ns_members"], "members", "occ", "op", ["overlap_ns"],
+     ["overlap_ns_members"], "phase", "root", "stream", "tail", "weight"}
 
 ``members`` lists the occurrence's members in rank order as ``[rank, skew_ns]``, or as
 ``[rank]`` when the program's skew is unknown (skew is omitted, never written as 0).
-``latency_ns`` / ``overlap_ns`` are present only where measured (never 0 for unmeasured).
+``latency_ns`` / ``overlap_ns`` are present only where measured (never 0 for unmeasured):
+the occurrence's value, the max over its members; where some member's own value differs
+from it, ``latency_ns_members`` / ``overlap_ns_members`` list every member's own value in
+rank order (absent otherwise, so a source whose members agree serializes as before).
 The header is the canonical JSON of ``{"format", "occurrences", "skew_known",
 "skew_reason", "world_size"}``. Program notes are provenance text and are not covered.
 
@@ -202,6 +206,14 @@ class _SourceColumns:
         }
         self.bools = {c: program.column(c, bool) for c in ("has_latency", "has_overlap", "tail")}
         self.weight = program.column("weight", np.float64)
+        # members' own values (rank order), written on an occurrence where one differs
+        self.member_values = {}
+        for c in program.held_member_values():
+            own = program.member_column(c, np.int64)
+            differs = np.zeros(n, dtype=bool)
+            some = self.bools["has_" + c.removesuffix("_ns")][member_occ]
+            differs[member_occ[some & (own != self.ints[c][member_occ])]] = True
+            self.member_values[c] = (own, differs)
         self.strings = {}
         for c in ("dtype", "group", "op", "phase", "stream"):
             codes, literals = _codes(program, c)
@@ -243,6 +255,15 @@ class _SourceColumns:
             codes, literals = self.strings[c]
             return tx.take(literals, codes[lo:hi])
 
+        def own_values(c):
+            """',"<c>_members":[v, ...]' where a member's own value differs, else ''."""
+            if c not in self.member_values:
+                return ""
+            own, differs = self.member_values[c]
+            sep = tx.take(tx.texts([",", ""]), first.view(np.int8))
+            listed = tx.regroup(tx.concat(sep, tx.int_text(own[m0:m1])), local)
+            return tx.optional(differs[lo:hi], tx.concat(f',"{c}_members":[', listed, "]"))
+
         latency = tx.optional(
             bools["has_latency"][lo:hi], tx.concat(',"latency_ns":', num("latency_ns"))
         )
@@ -256,10 +277,12 @@ class _SourceColumns:
             ',"group":', text("group"),
             ',"group_size":', num("group_size"),
             latency,
+            own_values("latency_ns"),
             ',"members":[', members,
             '],"occ":', num("occ"),
             ',"op":', text("op"),
             overlap,
+            own_values("overlap_ns"),
             ',"phase":', text("phase"),
             ',"root":', num("root"),
             ',"stream":', text("stream"),
@@ -318,4 +341,8 @@ def occurrence_record(program: Program, i: int) -> dict:
         rec["latency_ns"] = int(value("latency_ns"))
     if bool(value("has_overlap")):
         rec["overlap_ns"] = int(value("overlap_ns"))
+    for c in program.held_member_values():
+        own = program.member_column(c, np.int64)[member_rows].tolist()
+        if bool(value("has_" + c.removesuffix("_ns"))) and any(v != value(c) for v in own):
+            rec[c + "_members"] = [int(v) for v in own]
     return rec

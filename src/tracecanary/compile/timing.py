@@ -22,6 +22,10 @@ Measured masks (overlap, latency) are always exact: ``measured`` records of bool
 values exist only where measured (an exact stream lists measured values only; a
 representative is null where an interval position has no measured value). Unknown
 skew is not encoded at all (the stream is null).
+
+Lossless mode also encodes, exactly and as vectors like skew, each member's own latency
+and overlap where some member's differs from its occurrence's (``MEMBER_STREAMS``: the
+occurrence's value minus the member's own; ``TimingArrays.deficits``).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from tracecanary.compile import jsonsize as js
 from tracecanary.compile import sequence
 from tracecanary.compile.source import SourceSerialization
 from tracecanary.compile.structure import Span, member_positions, top_level_spans
-from tracecanary.compile.timing_streams import MASKED, VALUE_BLOCK, VALUE_RUN
+from tracecanary.compile.timing_streams import MASKED, MEMBER_STREAMS, VALUE_BLOCK, VALUE_RUN
 
 _VAL_COST = 14  # rough bytes of one representative + its error in canonical JSON
 _INTERVAL_COST = 120  # rough bytes of an interval's keys, range and commitment
@@ -55,10 +59,17 @@ class TimingArrays:
     has_latency: np.ndarray
     skew: np.ndarray | None  # flat per member, None when unknown
     member_offsets: np.ndarray  # n+1
+    # flat per member: the occurrence's value minus the member's own (MEMBER_STREAMS),
+    # None where every member's value is its occurrence's
+    deficits: dict | None = None
 
     @property
     def n(self) -> int:
         return len(self.gap)
+
+    def vectors(self, name: str) -> np.ndarray:
+        """The flat per-member values of a vector stream: ``skew`` or a member stream."""
+        return self.skew if name == "skew" else self.deficits[name]
 
     def values(self, name: str) -> tuple[np.ndarray, np.ndarray | None]:
         if name == "gap":
@@ -77,6 +88,13 @@ def timing_arrays(program) -> TimingArrays:
     counts = np.bincount(member_occ, minlength=n) if len(member_occ) else np.zeros(n, np.int64)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
+    deficits = {}
+    for stream, field in MEMBER_STREAMS.items():
+        if f"{field}_ns" in program.held_member_values():
+            occ_value = program.column(f"{field}_ns", np.int64)[member_occ]
+            own = program.member_column(f"{field}_ns", np.int64)
+            has = program.column(f"has_{field}", bool)[member_occ]
+            deficits[stream] = np.where(has, occ_value - own, 0)
     return TimingArrays(
         gap=program.column("gap_ns", np.int64),
         overlap=program.column("overlap_ns", np.int64),
@@ -85,6 +103,7 @@ def timing_arrays(program) -> TimingArrays:
         has_latency=program.column("has_latency", bool),
         skew=program.member_column("skew_ns", np.int64) if program.skew_known else None,
         member_offsets=offsets,
+        deficits=deficits or None,
     )
 
 
@@ -96,13 +115,15 @@ def _bool_records(mask: np.ndarray) -> list[dict]:
     return sequence.grammar_records(grammar, run_key=VALUE_RUN, block_key=VALUE_BLOCK, value=bool)
 
 
-def _skew_vector_ids(t: TimingArrays) -> tuple[np.ndarray, np.ndarray]:
+def _skew_vector_ids(t: TimingArrays, name: str = "skew") -> tuple[np.ndarray, np.ndarray]:
     """Id per occurrence of its skew vector (ids in first-seen order), and the first
     occurrence holding each id.
 
     Rows are keyed by a 64-bit polynomial hash of (size, values); rows with equal keys
     are then confirmed element by element, so a hash collision cannot merge different
-    vectors (a collision falls back to exact tuples)."""
+    vectors (a collision falls back to exact tuples). ``name``: the vector stream
+    (``TimingArrays.vectors``)."""
+    flat = t.vectors(name)
     offsets = t.member_offsets
     sizes = np.diff(offsets)
     if t.n == 0:
@@ -113,7 +134,7 @@ def _skew_vector_ids(t: TimingArrays) -> tuple[np.ndarray, np.ndarray]:
         m0, m1 = int(offsets[lo]), int(offsets[hi])
         local, chunk_sizes = offsets[lo:hi] - m0, sizes[lo:hi]
         slot = np.arange(m1 - m0, dtype=np.int64) - np.repeat(local, chunk_sizes)
-        h = sequence._mix(t.skew[m0:m1]) * sequence._mix(slot + 0x5BD1E995)
+        h = sequence._mix(flat[m0:m1]) * sequence._mix(slot + 0x5BD1E995)
         nonempty = chunk_sizes > 0
         if len(h):
             row_hash[lo:hi][nonempty] = np.add.reduceat(h, local[nonempty])
@@ -123,8 +144,8 @@ def _skew_vector_ids(t: TimingArrays) -> tuple[np.ndarray, np.ndarray]:
     rep_rows = first[codes]
     same = np.array_equal(sizes[rep_rows], sizes) and all(
         np.array_equal(
-            t.skew[member_positions(offsets[rep_rows[lo:hi]], sizes[lo:hi])],
-            t.skew[offsets[lo] : offsets[hi]],
+            flat[member_positions(offsets[rep_rows[lo:hi]], sizes[lo:hi])],
+            flat[offsets[lo] : offsets[hi]],
         )
         for lo, hi in ((lo, min(t.n, lo + _HASH_CHUNK)) for lo in range(0, t.n, _HASH_CHUNK))
     )
@@ -132,7 +153,7 @@ def _skew_vector_ids(t: TimingArrays) -> tuple[np.ndarray, np.ndarray]:
         index: dict[tuple, int] = {}  # exact vectors, numbered in order of first appearance
         codes = np.fromiter(
             (
-                index.setdefault(tuple(t.skew[offsets[i] : offsets[i + 1]].tolist()), len(index))
+                index.setdefault(tuple(flat[offsets[i] : offsets[i + 1]].tolist()), len(index))
                 for i in range(t.n)
             ),
             dtype=np.int64,
@@ -142,8 +163,10 @@ def _skew_vector_ids(t: TimingArrays) -> tuple[np.ndarray, np.ndarray]:
     return codes, first
 
 
-def _skew_vectors(t: TimingArrays, first: np.ndarray) -> list[list[int]]:
-    """The skew vectors of rows ``first`` as lists (one Python list per vector)."""
+def _skew_vectors(t: TimingArrays, first: np.ndarray, name: str = "skew") -> list[list[int]]:
+    """The vectors (skew, or stream ``name``) of rows ``first`` as lists (one Python
+    list per vector)."""
+    flat = t.vectors(name)
     offsets = t.member_offsets
     sizes = np.diff(offsets)
     vectors: list = [None] * len(first)
@@ -153,7 +176,7 @@ def _skew_vectors(t: TimingArrays, first: np.ndarray) -> list[list[int]]:
         for lo in range(0, len(which_all), _VECTOR_CHUNK):  # bounded temporaries
             which = which_all[lo : lo + _VECTOR_CHUNK]
             rows = first[which]
-            block = t.skew[member_positions(offsets[rows], np.full(len(rows), k))].reshape(
+            block = flat[member_positions(offsets[rows], np.full(len(rows), k))].reshape(
                 len(rows), int(k)
             )
             for w, vec in zip(which.tolist(), block.tolist(), strict=True):
@@ -165,15 +188,17 @@ _VECTOR_CHUNK = 1 << 16
 _HASH_CHUNK = 1 << 18
 
 
-def _vector_text_len(t: TimingArrays, rows: np.ndarray) -> np.ndarray:
-    """Canonical JSON length of the skew vector (a list of integers) of each row in
-    ``rows``, computed in chunks of rows so temporaries stay small."""
+def _vector_text_len(t: TimingArrays, rows: np.ndarray, name: str = "skew") -> np.ndarray:
+    """Canonical JSON length of the vector (skew, or stream ``name``: a list of
+    integers) of each row in ``rows``, computed in chunks of rows so temporaries stay
+    small."""
+    flat = t.vectors(name)
     offsets = t.member_offsets
     sizes = np.diff(offsets)[rows]
     out = np.empty(len(rows), dtype=np.int64)
     for lo in range(0, len(rows), _VECTOR_CHUNK):
         chunk_rows, chunk_sizes = rows[lo : lo + _VECTOR_CHUNK], sizes[lo : lo + _VECTOR_CHUNK]
-        digits = js.int_len(t.skew[member_positions(offsets[chunk_rows], chunk_sizes)])
+        digits = js.int_len(flat[member_positions(offsets[chunk_rows], chunk_sizes)])
         sums = np.zeros(len(chunk_rows), dtype=np.int64)
         nonempty = chunk_sizes > 0
         if len(digits):
@@ -186,8 +211,8 @@ def _vector_text_len(t: TimingArrays, rows: np.ndarray) -> np.ndarray:
 def exact_bytes_lower_bound(name: str, t: TimingArrays) -> int:
     """A lower bound on the canonical JSON size of ``encode_exact(name, t)``: every
     distinct value must be written at least once, with its digits and a delimiter."""
-    if name == "skew":
-        values = t.skew
+    if name == "skew" or name in MEMBER_STREAMS:
+        values = t.vectors(name)
     else:
         values, mask = t.values(name)
         if mask is not None:
@@ -244,8 +269,8 @@ class ExactPlan:
         return self._measure()[1]
 
     def encode(self) -> dict:
-        if self.name == "skew":
-            vectors = _skew_vectors(self.t, self.skew_first)
+        if self.skew_first is not None:  # a vector stream
+            vectors = _skew_vectors(self.t, self.skew_first, self.name)
             records = sequence.grammar_records(
                 self.grammar, run_key=VALUE_RUN, block_key=VALUE_BLOCK, table=vectors
             )
@@ -264,10 +289,10 @@ class ExactPlan:
 
 def plan_exact(name: str, t: TimingArrays) -> ExactPlan:
     """The exact encoding of ``name`` (grammars only; see ``ExactPlan``)."""
-    if name == "skew":
-        ids, first = _skew_vector_ids(t)
+    if name == "skew" or name in MEMBER_STREAMS:
+        ids, first = _skew_vector_ids(t, name)
         grammar = sequence.encode_sequence(ids)
-        vec_len = _vector_text_len(t, first)
+        vec_len = _vector_text_len(t, first, name)
         leaf = vec_len[grammar.run_values] if len(vec_len) else np.zeros(0, np.int64)
         return ExactPlan(name, grammar, leaf, None, t, skew_first=first)
     values, mask = t.values(name)

@@ -1,7 +1,8 @@
 """The timing streams of a canary as its format states them, read back: the stream names
 (``FIELDS``: one per timing field, each a field of a budget), which of them carry a
 measured mask (``MASKED``), the keys of a value run and block, and the decoding of a
-stream into one value per occurrence (skew: per member) with its mask.
+stream into one value per occurrence (skew and the member streams: per member) with its
+mask.
 
 Guarantee: ``decode_stream`` returns the values ``compile.timing`` encoded (exactly, or
 each interval's representative for a bounded stream) or raises InputError naming the
@@ -21,6 +22,10 @@ from tracecanary.errors import InputError
 
 FIELDS = ("gap", "overlap", "latency", "skew")
 MASKED = ("overlap", "latency")
+# lossless only, and only where some member's own value differs from its occurrence's:
+# per occurrence, one value per member in rank order, the occurrence's value (the max
+# over members) minus the member's own (0 where unmeasured); stream -> its field
+MEMBER_STREAMS = {"latency_members": "latency", "overlap_members": "overlap"}
 VALUE_RUN = "v"
 VALUE_BLOCK = "values"
 
@@ -57,15 +62,19 @@ def decode_stream(name: str, stream: dict, n: int, member_offsets: np.ndarray):
         mask = decode_bool(stream["measured"])
         if len(mask) != n:
             raise InputError(f"measured mask covers {len(mask)} occurrences, not {n}", field=where)
+    if name in MEMBER_STREAMS and stream["encoding"] != "exact":
+        raise InputError("a member stream is stated exactly or not at all", field=where)
     if stream["encoding"] == "exact":
-        if name == "skew":
+        if name == "skew" or name in MEMBER_STREAMS:
             table: list = []
             ids = _expand_vectors(stream["values"], table)
             if len(ids) != n:
-                raise InputError(f"skew stream covers {len(ids)} occurrences, not {n}", field=where)
+                raise InputError(
+                    f"{name} stream covers {len(ids)} occurrences, not {n}", field=where
+                )
             lens = np.fromiter(map(len, table), dtype=np.int64, count=len(table))
             if not np.array_equal(lens[ids], np.diff(member_offsets)):
-                raise InputError("skew vectors do not match the group sizes", field=where)
+                raise InputError(f"{name} vectors do not match the group sizes", field=where)
             flat_table = np.fromiter(itertools.chain.from_iterable(table), dtype=np.int64)
             table_off = np.concatenate(([0], np.cumsum(lens)))
             return flat_table[member_positions(table_off[ids], lens[ids])], None

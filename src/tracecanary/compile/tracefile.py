@@ -5,8 +5,9 @@ events in its issue order where the occurrence order breaks it: see ``trace_byte
 ``rank``, ``seq`` (the rank's issue order), ``op``, ``bytes``, ``dtype``, ``group``,
 ``instance`` (per-group sequence), ``root`` (when >= 0), ``peer`` and ``send``/``recv``
 for a matched pair (group ``p2p:<src>-><dst>``), ``phase``/``stream`` when not empty,
-``latency_ns``/``overlap_ns`` where measured (the occurrence's value, i.e. the max over
-members, written on every member), and ``ts_ns``:
+``latency_ns``/``overlap_ns`` where measured (each member's own value where the program
+holds it, ``Program.member_values``: a source, a lossless expansion; else the
+occurrence's value, i.e. the max over members, written on every member), and ``ts_ns``:
 
 * skew known: ``ts_ns = issue time + skew`` on one synthetic reference clock (all
   ranks in clock domain ``synthetic``), issue time = cumulative gaps (shifted to start
@@ -115,6 +116,9 @@ def trace_bytes(program: Program, meta: dict, *, lines: bool = False) -> bytes:
     def per_member(col, dtype=None):
         return program.column(col, dtype)[m_occ]
 
+    def own(col):  # each member's own value (its occurrence's where none is held)
+        return program.member_values(col)
+
     root = per_member("root")
     phase = per_member("phase", object)
     stream = per_member("stream", object)
@@ -136,10 +140,10 @@ def trace_bytes(program: Program, meta: dict, *, lines: bool = False) -> bytes:
         tx.str_text(groups[m_occ]),
         ',"instance":',
         tx.int_text(instance[m_occ]),
-        tx.optional(has_lat, tx.concat(',"latency_ns":', tx.int_text(per_member("latency_ns")))),
+        tx.optional(has_lat, tx.concat(',"latency_ns":', tx.int_text(own("latency_ns")))),
         ',"op":',
         tx.str_text(op),
-        tx.optional(has_ovl, tx.concat(',"overlap_ns":', tx.int_text(per_member("overlap_ns")))),
+        tx.optional(has_ovl, tx.concat(',"overlap_ns":', tx.int_text(own("overlap_ns")))),
         tx.optional(peer >= 0, tx.concat(',"peer":', tx.int_text(np.maximum(peer, 0)))),
         tx.optional(phase != "", tx.concat(',"phase":', tx.str_text(phase))),
         ',"rank":',
@@ -183,9 +187,12 @@ def trace_meta(
             "skew unknown: ts_ns is the occurrence's issue time, each rank on its own clock "
             "domain; cross-rank arrival order is not known and none is implied"
         ]
-    notes = notes + [
-        "latency_ns/overlap_ns: the occurrence's value (max over members) on each member"
-    ]
+    if program.held_member_values():
+        notes = notes + ["latency_ns/overlap_ns: each member's own measured value"]
+    else:
+        notes = notes + [
+            "latency_ns/overlap_ns: the occurrence's value (max over members) on each member"
+        ]
     meta = {
         "world_size": int(program.world_size),
         "source": source,

@@ -17,8 +17,13 @@ commitments are verified, coverage is full, behavior passes and ranking is prese
 otherwise ``partial`` (a prefix canary), ``behaviorally_unverified`` (behavior could not
 be judged) or ``rejected``.
 
-Each check is ``{config, metric, source, canary, tolerance, pass}``; a check passes when
-``|canary - source| <= max(relative * |source|, absolute)``.
+Each check is ``{config, metric, source, canary, tolerance, pass, reproducibility}``; a
+check passes when ``|canary - source| <= max(relative * |source|, absolute)``;
+``reproducibility`` is the source's own 95% interval of that statistic
+(``verify.reproducibility``), whether the canary lies in it and whether it is wider
+than the tolerance. ``standard`` says which standard behaviour met (the fixed
+tolerances, or the source's reproducibility) and which one was chosen (default: the
+fixed tolerances; the claim is ``verified`` only when the chosen one is met).
 """
 
 from __future__ import annotations
@@ -37,8 +42,13 @@ from tracecanary.memory import release_freed_memory
 from tracecanary.program import Program
 from tracecanary.verify.claims import (
     BEHAVIOR_UNJUDGED,
+    DEFAULT_STANDARD,
+    MET_WORDS,
+    STANDARDS,
+    behavior_passes,
     skew_budget_ns,
     skew_obstacle,
+    standard_met,
     verification_claim,
 )
 
@@ -97,11 +107,22 @@ class Replay:
 
     metrics: dict[str, dict]
     latencies: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+    # a source's own reproducibility (verify.reproducibility): {"method": ..., "intervals":
+    # {config: {check metric: [low, high] or None}}}; None for a canary's replay
+    reproducibility: dict | None = None
 
 
-def replay_program(program: Program, backends, names=None) -> Replay:
-    """Prepare once, simulate every configuration once, summarize (see ``Replay``)."""
-    return replay_prepared(*prepare_replay(program), backends, names)
+def replay_program(program: Program, backends, names=None, *, reproducibility=False) -> Replay:
+    """Prepare once, simulate every configuration once, summarize (see ``Replay``);
+    ``reproducibility``: also the source's own intervals (``verify.reproducibility``)."""
+    blocks = _blocks(program) if reproducibility else None
+    return replay_prepared(*prepare_replay(program), backends, names, blocks=blocks)
+
+
+def _blocks(program: Program) -> tuple[np.ndarray, dict]:
+    from tracecanary.verify.reproducibility import source_blocks
+
+    return source_blocks(program)
 
 
 def prepare_replay(
@@ -131,6 +152,7 @@ def replay_prepared(
     names=None,
     *,
     tail_events: bool = True,
+    blocks: tuple[np.ndarray, dict] | None = None,
 ) -> Replay:
     """The ``Replay`` of prepared arrays (``prepare_replay``) under the selected
     configurations; ``tail_events=False``: its metric blocks without ``tail_events``
@@ -144,13 +166,30 @@ def replay_prepared(
 
     metrics: dict[str, dict] = {}
     latencies: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    intervals: dict[str, dict] = {}
     for config, result in simulate_each(prep, backends.select(names)):
         metrics[config.name] = summarize(prep, result, config)
         if not tail_events:
             del metrics[config.name]["tail_events"]
         latencies[config.name] = (ids, result.latency_ns, weights)
+        if blocks is not None:
+            intervals[config.name] = _config_intervals(prep, result, blocks[0])
         del result  # the other per-occurrence arrays of this configuration
-    return Replay(metrics=metrics, latencies=latencies)
+    return Replay(metrics=metrics, latencies=latencies, reproducibility=_repro(blocks, intervals))
+
+
+def _config_intervals(prep, result, block_of: np.ndarray) -> dict:
+    from tracecanary.verify.reproducibility import config_intervals
+
+    return config_intervals(prep, result, block_of)
+
+
+def _repro(blocks, intervals: dict) -> dict | None:
+    if blocks is None:
+        return None
+    from tracecanary.verify.reproducibility import method
+
+    return {"method": method(blocks[1]), "intervals": intervals}
 
 
 def _last_latency(
@@ -238,30 +277,39 @@ def replay_source_recalls(
 
     configs = list(backends.select(names))
     last_use = {config.name: i for i, config in enumerate(configs)}
+    blocks = _blocks(program)
     prep, ids, weights = prepare_replay(program)
     metrics: dict[str, dict] = {}
     recalls: dict[str, float] = {}
+    intervals: dict[str, dict] = {}
     for i, (config, result) in enumerate(simulate_each(prep, configs)):
         block = summarize(prep, result, config)
         metrics[config.name] = block
         recalls[config.name] = tail_recall(
             (ids, result.latency_ns, weights), can.latencies[config.name], _tail_ids(block)
         )
+        intervals[config.name] = _config_intervals(prep, result, blocks[0])
         del block["tail_events"], result
         if last_use[config.name] == i:
             del can.latencies[config.name]
-    return Replay(metrics=metrics, latencies={}), recalls
+    return Replay(metrics=metrics, latencies={}, reproducibility=_repro(blocks, intervals)), recalls
 
 
 def behavior_checks(
-    src: Replay, can: Replay, tolerances: Tolerances, recalls: dict[str, float] | None = None
+    src: Replay,
+    can: Replay,
+    tolerances: Tolerances,
+    recalls: dict[str, float] | None = None,
+    second: Replay | None = None,
 ) -> list[dict]:
     """Every behavior check of ``can`` against ``src`` (see the module doc), per
     configuration of ``src``: latency and queue-wait distributions, hidden share,
     per-phase and per-op breakdowns, tail-event recall. The canary's replay may be any
     weighted program's (a canary's executed program, a sampling baseline).
     ``recalls``: the tail-event recall per configuration when already computed
-    (``replay_source_recalls``; then neither replay's latencies are read)."""
+    (``replay_source_recalls``; then neither replay's latencies are read). ``second``: the
+    replay of a second capture of the same program, whose statistics widen each check's
+    source interval (``verify.reproducibility.annotate``)."""
     src_metrics, src_lat = src.metrics, src.latencies
     can_metrics, can_lat = can.metrics, can.latencies
     tol = tolerances.content
@@ -327,6 +375,18 @@ def behavior_checks(
                 "pass": recall >= tol["tail_recall_min"],
             }
         )
+    if src.reproducibility is not None:
+        from tracecanary.verify.reproducibility import annotate
+
+        intervals = src.reproducibility["intervals"]
+        seconds = {}
+        if second is not None:  # the same checks, the second capture in the canary's place
+            ones = dict.fromkeys(src_metrics, 1.0)
+            for c in behavior_checks(src, second, tolerances, ones):
+                seconds[(c["config"], c["metric"])] = c["canary"]
+        for check in checks:
+            key = (check["config"], check["metric"])
+            annotate(check, intervals.get(key[0], {}).get(key[1]), seconds.get(key))
     return checks
 
 
@@ -354,8 +414,20 @@ def verify_behavior(
     source_replay: Replay | None = None,
     serialization: SourceSerialization | None = None,
     replays_out: dict | None = None,
+    standard: str = DEFAULT_STANDARD,
+    second_capture: tuple[Program, str] | None = None,
+    second_replay: Replay | None = None,
 ) -> dict:
     """The verification document (see module doc).
+
+    ``second_capture``: (program, digest) of a second capture of the same program: each
+    check's source interval is widened to hold its statistic (``second_replay``: its
+    replay, when the caller already has it).
+
+    ``standard``: what behaviour is held to (``verify.claims.STANDARDS``): the fixed
+    tolerances (default), or, with ``reproducibility``, a check failing them passes when
+    the canary's value lies inside the source's own interval. Both figures are reported
+    either way (``checks[].reproducibility``, ``standard``).
 
     ``source_replay``: the source's ``replay_program`` under the same backends and
     configuration names, when the caller already has it (the behavior search); it is
@@ -414,14 +486,19 @@ def verify_behavior(
     if source_replay is not None:
         src = source_replay
     elif replays_out is not None:  # the caller reads both replays' latencies
-        src = replay_program(source, backends, names)
+        src = replay_program(source, backends, names, reproducibility=True)
     else:  # each configuration's latencies dropped once its recall is taken
         src, recalls = replay_source_recalls(source, can, backends, names)
     if replays_out is not None:
         replays_out.update(source=src, canary=can)
+    if standard not in STANDARDS:
+        raise ValueError(f"standard {standard!r} is not one of {', '.join(STANDARDS)}")
     src_metrics = src.metrics
     tol = tolerances.content
-    checks = behavior_checks(src, can, tolerances, recalls)
+    if second_capture is not None and second_replay is None:
+        second_replay = replay_program(second_capture[0], backends, names)
+    checks = behavior_checks(src, can, tolerances, recalls, second_replay)
+    met = standard_met(checks)
     src_decisions, can_decisions, changed = ranking_changes(src.metrics, can.metrics, tolerances)
 
     obstacle = skew_obstacle(
@@ -433,7 +510,7 @@ def verify_behavior(
     behavior = (
         BEHAVIOR_UNJUDGED
         if obstacle is not None
-        else ("pass" if all(c["pass"] for c in checks) else "fail")
+        else ("pass" if behavior_passes(met, standard) else "fail")
     )
     statuses = {
         "timing_mode": canary["timing_mode"],
@@ -485,6 +562,34 @@ def verify_behavior(
             "failed_metrics": sorted({f"{c['config']}:{c['metric']}" for c in failed})[:50],
         },
         "model": "deterministic scheduler simulator (a model, not hardware)",
+        "standard": _standard_block(
+            standard, met if obstacle is None else None, checks, src, second_capture
+        ),
+    }
+
+
+def _standard_block(
+    standard: str, met: str | None, checks: list[dict], src: Replay, second_capture=None
+) -> dict:
+    """The standard chosen, the one behaviour met (with its words), the source's
+    reproducibility method and the checks whose source interval is wider than the fixed
+    tolerance (the source is noisier than that tolerance demands)."""
+    wider = sorted(
+        f"{c['config']}:{c['metric']}"
+        for c in checks
+        if (c.get("reproducibility") or {}).get("wider_than_tolerance")
+    )
+    return {
+        "chosen": standard,
+        "met": met,
+        "words": MET_WORDS.get(met),
+        "reproducibility": None
+        if src.reproducibility is None
+        else {
+            **src.reproducibility["method"],
+            "second_capture": None if second_capture is None else {"sha256": second_capture[1]},
+        },
+        "wider_than_tolerance": wider,
     }
 
 
@@ -493,9 +598,19 @@ def describe_failures(doc: dict, limit: int = 10) -> list[str]:
     lines = [f"claim {doc['claim']}: " + ", ".join(f"{k}={v}" for k, v in doc["statuses"].items())]
     if doc["source"].get("skew_obstacle"):
         lines.append(f"  behavior not judged: {doc['source']['skew_obstacle']}")
-    for c in [c for c in doc["checks"] if not c["pass"]][:limit]:
+    standard = doc.get("standard") or {}
+    if standard.get("met"):
+        lines.append(f"  standard {standard['chosen']}: {standard['words']}")
+    if standard.get("wider_than_tolerance"):
         lines.append(
-            f"  {c['config']} {c['metric']}: source {c['source']}, canary {c['canary']}, tolerance {c['tolerance']}"
+            "  source interval wider than the fixed tolerance: "
+            + ", ".join(standard["wider_than_tolerance"][:limit])
+        )
+    for c in [c for c in doc["checks"] if not c["pass"]][:limit]:
+        repro = c.get("reproducibility")
+        interval = "" if not repro else f", source interval {repro['interval']}"
+        lines.append(
+            f"  {c['config']} {c['metric']}: source {c['source']}, canary {c['canary']}, tolerance {c['tolerance']}{interval}"
         )
     for d in doc["ranking"]["changed"][:limit]:
         lines.append(

@@ -161,6 +161,8 @@ class BlockingExplainer:
             "allowed": _allowed(check),
             "excess": None if _excess(check) == float("inf") else round(_excess(check), 2),
         }
+        if check.get("reproducibility"):  # the source's own interval beside the tolerance
+            entry["source_interval"] = check["reproducibility"]["interval"]
         src, can = replays.get("source"), replays.get("canary")
         if src is None or can is None or check["config"] not in can.latencies:
             return entry

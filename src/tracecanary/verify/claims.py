@@ -28,6 +28,39 @@ BEHAVIOR_UNJUDGED = "unverified"
 
 NOT_YET_VERIFIED = "not yet verified: only the behavior verifier writes 'verified'"
 
+# The standard a behaviour check is held to (config key ``verification_standard``,
+# ``--standard``): the fixed tolerances (the default), or the source's own
+# reproducibility (``verify.reproducibility``): a check also passes when the canary's
+# value lies inside the source's bootstrap interval of that statistic.
+STRICT = "strict"
+REPRODUCIBILITY = "reproducibility"
+STANDARDS = (STRICT, REPRODUCIBILITY)
+DEFAULT_STANDARD = STRICT
+MET_FIXED = "fixed_tolerances"
+MET_REPRODUCIBILITY = "source_reproducibility"
+MET_WORDS = {
+    MET_FIXED: "verified within the fixed tolerances",
+    MET_REPRODUCIBILITY: "verified within the source's reproducibility",
+}
+
+
+def standard_met(checks: list[dict]) -> str | None:
+    """Which standard every behaviour check meets: the fixed tolerances, else the
+    source's reproducibility (each failing check's canary value inside its source
+    interval), else None."""
+    if all(c["pass"] for c in checks):
+        return MET_FIXED
+    if all(c["pass"] or (c.get("reproducibility") or {}).get("within") for c in checks):
+        return MET_REPRODUCIBILITY
+    return None
+
+
+def behavior_passes(met: str | None, standard: str) -> bool:
+    """Whether behaviour passes under the chosen ``standard``, given what it ``met``."""
+    if standard == STRICT:
+        return met == MET_FIXED
+    return met is not None
+
 
 def skew_budget_ns(budget: dict) -> int:
     """The tightest skew budget a canary's ``budget`` document allows anywhere (the

@@ -10,7 +10,8 @@ gives}``; an empty list means every receipt holds. Checked:
 - every interval's stated ``max_error_ns`` against the error the representative really
   has on the source, and against the budget of its signature;
 - exactness of everything stated exactly: the signature sequence, groups, measured
-  masks, tail flags, and every lossless timing stream;
+  masks, tail flags, and every lossless timing stream, each member's own latency and
+  overlap included (``timing.latency_members`` / ``overlap_members``);
 - ``execution``: the stated reduced execution is exactly what the recorded
   ``execution.policy`` selects on this canary (no policy: nothing reduced), so what a
   replay runs and with which weights is recomputable, not merely asserted.
@@ -43,6 +44,7 @@ from tracecanary.compile.expand import (
     signature_column,
 )
 from tracecanary.compile.source import SourceSerialization, serialize_source
+from tracecanary.compile.timing_streams import MEMBER_STREAMS
 from tracecanary.errors import InputError
 from tracecanary.factorize import sorted_distinct
 from tracecanary.program import OCCURRENCE_COLUMNS, Program
@@ -306,6 +308,30 @@ def _check_content(
         else:  # one budget for every occurrence: a view, not an array per occurrence
             budget_occ = np.broadcast_to(np.int64(canary["budget"][f"{name}_ns"]), (stop,))
         out.extend(timing_check.intervals(name, stream["intervals"], budget_occ))
+    if canary["timing_mode"] == "lossless":
+        out.extend(_member_values_check(source, expanded, n_members, offsets))
+    return out
+
+
+def _member_values_check(
+    source: Program, expanded: _Expansion, n_members: int, offsets: np.ndarray
+) -> list[dict]:
+    """A lossless canary states every member's own latency and overlap: the first
+    member value (per member stream) that differs from the source's, where the stream is
+    absent reading every member's value as its occurrence's."""
+    out = []
+    occ = source.member_column("occ")[:n_members]
+    for name, field in MEMBER_STREAMS.items():
+        own = source.member_values(f"{field}_ns")[:n_members]
+        has = source.column(f"has_{field}", bool)[occ]
+        occ_value = np.where(has, source.column(f"{field}_ns", np.int64)[occ], 0)
+        stated = expanded.d.values.get(name)
+        got = occ_value - (0 if stated is None else np.asarray(stated, dtype=np.int64))
+        bad = np.flatnonzero(got != own)
+        if len(bad):
+            i = int(bad[0])
+            occ_i = int(np.searchsorted(offsets, i, side="right") - 1)
+            out.append(_mismatch(f"timing.{name} occurrence {occ_i}", int(got[i]), int(own[i])))
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tracecanary.canonical import canonical_json_bytes, sha256_bytes
 from tracecanary.compile.execution import finalize
-from tracecanary.verify.claims import VERIFIED
+from tracecanary.verify.claims import MET_REPRODUCIBILITY, MET_WORDS, VERIFIED
 
 
 def tolerances_digest(tolerances) -> str:
@@ -23,9 +23,15 @@ def mark_verified(canary: dict, verification: dict, *, tolerances_sha256: str) -
     doc["stats"] = dict(canary["stats"])  # finalize() edits these in place
     doc["execution"] = dict(canary["execution"]) if canary.get("execution") else None
     doc["claim"] = VERIFIED
+    met = (verification.get("standard") or {}).get("met")
+    behavior = (
+        f"behavior {MET_WORDS[met]} (95% block bootstrap of the source)"
+        if met == MET_REPRODUCIBILITY
+        else "behavior within tolerances"
+    )
     doc["claim_reasons"] = [
-        "verified by tracecanary verify-behavior: commitments recomputed, full coverage, behavior within "
-        f"tolerances and rankings preserved against source sha256 {verification['source']['sha256']} "
+        f"verified by tracecanary verify-behavior: commitments recomputed, full coverage, {behavior} "
+        f"and rankings preserved against source sha256 {verification['source']['sha256']} "
         f"under backends sha256 {verification['backends']['sha256']} and tolerances sha256 {tolerances_sha256}"
     ]
     return finalize(doc)

@@ -60,6 +60,7 @@ from tracecanary.formats.ids import SEARCH_LOG_FORMAT
 from tracecanary.program import Program
 from tracecanary.verify.behavior import replay_program, verify_behavior
 from tracecanary.verify.blocking import BlockingExplainer, blocking_text
+from tracecanary.verify.claims import DEFAULT_STANDARD
 
 EXECUTED_REPEAT_FACTOR = 2
 """Execution reduction tries k = 1, 2, 4, ... (see ``executed_repeats_ladder``)."""
@@ -103,11 +104,16 @@ def search(
     config_names: list[str] | None = None,
     progress: Callable[[str], None] | None = None,
     steady_selections: tuple[str, ...] = STEADY_SELECTIONS,
+    standard: str = DEFAULT_STANDARD,
+    second_capture: tuple[Program, str] | None = None,
 ) -> SearchResult:
     """The search of the module doc. ``steady_selections``: the execution policy's
     ``steady_selection`` values step 3 tries at each k, in order (default: every one,
     the default ``time`` first; ``("time",)`` is the search without the skew-quantile
-    rung)."""
+    rung). ``standard``: what each candidate's behaviour is held to
+    (``verify.claims.STANDARDS``; default the fixed tolerances). ``second_capture``:
+    (program, digest) of a second capture of the same program, whose statistics widen
+    each check's source interval (``verify_behavior``)."""
     if (
         not steady_selections
         or steady_selections[0] != DEFAULT_STEADY_SELECTION
@@ -123,7 +129,12 @@ def search(
     # computed once, not per candidate: the source's serialization (what every
     # commitment hashes) and its replay under every configuration
     serialization = serialize_source(program)
-    source_replay = replay_program(program, backends, config_names or None)
+    source_replay = replay_program(program, backends, config_names or None, reproducibility=True)
+    second_replay = (
+        None
+        if second_capture is None
+        else replay_program(second_capture[0], backends, config_names or None)
+    )
     explainer = BlockingExplainer(program)
 
     def compile_program(source: Program, **kwargs) -> dict:
@@ -153,6 +164,9 @@ def search(
             source_replay=source_replay,
             serialization=serialization,
             replays_out=replays,
+            standard=standard,
+            second_capture=second_capture,
+            second_replay=second_replay,
         )
         stats = canary["stats"]
         entry.update(
@@ -163,6 +177,7 @@ def search(
             statuses=verification["statuses"],
             claim=verification["claim"],
             failed_checks=verification["summary"]["failed_metrics"][:10],
+            standard_met=verification["standard"]["met"],
         )
         if verification["claim"] != "verified":
             entry["blocking"] = explainer.explain(verification, replays)

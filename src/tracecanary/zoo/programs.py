@@ -19,7 +19,24 @@ class Workload:
     program: Callable[..., Iterator[None]]
     default_steps: int
     description: str
-    layout: dict  # tp_size, pp_size, groups [{desc, ranks}], p2p [[src, dst]]
+    layout: dict  # on 4 ranks: tp_size, pp_size, groups [{desc, ranks}], p2p [[src, dst]]
+    # the world sizes the program runs on; one whose layout spans all ranks (data, tensor
+    # or pipeline parallel over the world) runs on 2 as well, a rank per core of a 2-core
+    # machine instead of two ranks sharing one
+    ranks: tuple[int, ...] = (4,)
+
+    def layout_on(self, world: int) -> dict:
+        """The layout on ``world`` ranks (one of ``ranks``): the 4-rank layout scaled."""
+        if world not in self.ranks:
+            raise ValueError(f"{self.name} runs on {self.ranks} ranks, not {world}")
+        if world == 4:
+            return self.layout
+        return {
+            "tp_size": world if self.layout["tp_size"] == 4 else self.layout["tp_size"],
+            "pp_size": world if self.layout["pp_size"] == 4 else self.layout["pp_size"],
+            "groups": _world(world),
+            "p2p": [[r, r + 1] for r in range(world - 1)] if self.layout["p2p"] else [],
+        }
 
 
 def ddp(rank: int, world: int, steps: int, dist) -> Iterator[None]:
@@ -129,6 +146,7 @@ WORKLOADS: dict[str, Workload] = {
             50,
             "DDP training of a small transformer, gradient buckets",
             {"tp_size": 1, "pp_size": 1, "groups": _world(4), "p2p": []},
+            ranks=(2, 4),
         ),
         Workload(
             "fsdp2_tp",
@@ -148,15 +166,17 @@ WORKLOADS: dict[str, Workload] = {
             "tp_decode",
             tp_decode,
             200,
-            "Llama-architecture decoder, tensor parallel over 4 ranks, prefill + KV-cache decode",
+            "Llama-architecture decoder, tensor parallel over all ranks, prefill + KV-cache decode",
             {"tp_size": 4, "pp_size": 1, "groups": _world(4), "p2p": []},
+            ranks=(2, 4),
         ),
         Workload(
             "pp",
             pp,
             50,
-            "torch.distributed.pipelining, 4 stages, GPipe, 4 microbatches (send/recv)",
+            "torch.distributed.pipelining, a stage per rank, GPipe, 4 microbatches (send/recv)",
             {"tp_size": 1, "pp_size": 4, "groups": _world(4), "p2p": [[0, 1], [1, 2], [2, 3]]},
+            ranks=(2, 4),
         ),
     )
 }
