@@ -11,7 +11,7 @@ rule import_flight_recorder:
         prov="results/{campaign}/provenance/import_flight_recorder/{source}.json",
     params:
         declare_root=lambda wc: SOURCES[wc.source].get("declare_root"),
-        declare_even_all_to_all=lambda wc: SOURCES[wc.source].get("declare_even_all_to_all", False),
+        declare_even_all_to_all=lambda wc: SOURCES[wc.source].get("declare_even_all_to_all") is True,
     log:
         "logs/{campaign}/import_flight_recorder/{source}.log",
     benchmark:
