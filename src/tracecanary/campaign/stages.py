@@ -379,10 +379,12 @@ def physical_gate(job) -> None:
     import json
 
     from tracecanary.errors import ClaimFailed
+    from tracecanary.physical.report import gate_failure_line
 
-    gate = json.loads(Path(job.input.report).read_text(encoding="utf-8"))["gate"]
+    report = json.loads(Path(job.input.report).read_text(encoding="utf-8"))
+    gate = report["gate"]
     if gate["status"] == "fail":
-        raise ClaimFailed("physical gate failed: " + "; ".join(gate["reasons"]))
+        raise ClaimFailed(gate_failure_line(report, job.wildcards.source))
     Path(job.output.verdict).write_text(
         f"physical gate: {gate['status']}\n" + "".join(f"{w}\n" for w in gate["warnings"]),
         encoding="utf-8",

@@ -548,6 +548,34 @@ def write_physical(
     return report
 
 
+def gate_failure_line(report: dict, source: str) -> str:
+    """The failed gate as one line: each flipping pair with the figures it flips on, and
+    each configuration whose canary/full pass-time ratio exceeds the threshold, with the
+    ratio and the threshold."""
+    gate = report["gate"]
+    flips: dict[tuple[str, str], list[str]] = {}
+    agreements = report["ranking_agreement"]
+    for metric in [m for m in RANK_METRICS if m in agreements]:  # the report's own order
+        for x, y in agreements[metric]["flips"]:
+            flips.setdefault((x, y), []).append(metric)
+    parts = [
+        f"the pair ({x}, {y}) is ranked one way by the canary and the other by the full "
+        f"program on {', '.join(metrics)}"
+        for (x, y), metrics in flips.items()
+    ]
+    limit = gate["max_runtime_ratio"]
+    over = [
+        f"{ratio:.3f} ({config})"
+        for config, ratio in sorted(report["runtime_reduction"].items())
+        if ratio is not None and ratio > limit
+    ]
+    if over:
+        parts.append(
+            f"canary/full pass-time ratio {', '.join(over)} exceeds max_runtime_ratio {limit:g}"
+        )
+    return f"physical gate failed for source {source}: " + "; ".join(parts or gate["reasons"])
+
+
 def gate_exit_code(report: dict) -> int:
     """1 when the physical gate failed, else 0 (a warning is shown, not an exit)."""
     return 1 if report["gate"]["status"] == "fail" else 0
