@@ -384,7 +384,7 @@ def physical_gate(job) -> None:
     report = json.loads(Path(job.input.report).read_text(encoding="utf-8"))
     gate = report["gate"]
     if gate["status"] == "fail":
-        raise ClaimFailed(gate_failure_line(report, job.wildcards.source))
+        raise ClaimFailed(gate_failure_line(report, f"source {job.wildcards.source}"))
     Path(job.output.verdict).write_text(
         f"physical gate: {gate['status']}\n" + "".join(f"{w}\n" for w in gate["warnings"]),
         encoding="utf-8",
