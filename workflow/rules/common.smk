@@ -124,6 +124,7 @@ def provenance_targets(wildcards):
     targets += provenance_of("replay", source=SOURCES, which=["source", "canary"])
     targets += provenance_of("compare", source=SOURCES)
     targets += provenance_of("timeline", source=SOURCES)
+    targets += provenance_of("perfetto", source=SOURCES)
     targets += provenance_of("merge", source=sources_of_kind("captures", "live_capture", "kineto"))
     targets += provenance_of("import_kineto_traces", source=sources_of_kind("kineto"))
     targets += provenance_of("capture_set_header", source=sources_of_kind("captures"))
@@ -207,6 +208,7 @@ def summary_inputs(wildcards):
         "verifications": [f"results/{CAMPAIGN}/search/{s}/verification.json" for s in SOURCES],
         "verdicts": [f"results/{CAMPAIGN}/compare/{s}.json" for s in SOURCES],
         "timelines": [f"results/{CAMPAIGN}/timeline/{s}.png" for s in SOURCES],
+        "perfetto": [f"results/{CAMPAIGN}/perfetto/{s}.json" for s in SOURCES],
         "source_reports": [f"results/{CAMPAIGN}/replay/{s}/source.json" for s in SOURCES],
         "baselines": [f"results/{CAMPAIGN}/reduce/{s}/verification.json" for s in REDUCED],
         "sampling_baselines": [f"results/{CAMPAIGN}/baselines/{s}.json" for s in SOURCES],
@@ -280,6 +282,19 @@ def physical_predecessor(wildcards):
         return []
     cfg, rep = chain[i - 1]
     return [f"results/{wildcards.campaign}/provenance/replay_physical/{wildcards.source}/{cfg}/rep{rep}.json"]
+
+
+def perfetto_inputs(wildcards):
+    """The source table and its canary, and for a physical source the canary's first
+    attempt (first configuration, repetition 1) as the physical view."""
+    inputs = {
+        "table": source_table(wildcards),
+        "canary": f"results/{CAMPAIGN}/search/{wildcards.source}/canary.json",
+    }
+    if wildcards.source in PHYSICAL_SOURCES:
+        config = physical_configs_of(wildcards)[0]
+        inputs["attempt"] = f"results/{CAMPAIGN}/physical/{wildcards.source}/canary/{config}/rep1"
+    return inputs
 
 
 def get_export_input(wildcards):

@@ -255,6 +255,13 @@ def timeline(job) -> None:
     write_timeline(job.input.table, job.input.canary, job.output.plot, source=job.wildcards.source)
 
 
+def perfetto(job) -> None:
+    argv = ["export-perfetto", job.input.table, job.input.canary]
+    if getattr(job.input, "attempt", None):
+        argv += ["--attempt", job.input.attempt]
+    cli([*argv, "--label", job.wildcards.source, "-o", job.output.trace])
+
+
 def export_param(job) -> None:
     argv = ["export-param", job.input.program, "--execution", job.params.execution]
     cli([*argv, "-o", job.output.param])
@@ -442,6 +449,7 @@ def summary(job) -> None:
         verifications=list(job.input.verifications),
         verdicts=list(job.input.verdicts),
         timelines=list(job.input.timelines),
+        perfetto=list(job.input.perfetto),
         sampling_baselines=list(job.input.sampling_baselines),
         controls=list(job.input.controls),
         html=job.output.html,
@@ -471,6 +479,7 @@ STAGES: dict[str, Callable[[Any], None]] = {
         replay,
         compare,
         timeline,
+        perfetto,
         export_param,
         replay_physical,
         export_param_upstream,

@@ -37,7 +37,7 @@ def register(sub) -> None:
         "--output",
         required=True,
         metavar="REPORT.json",
-        help="tracecanary.physical-report/v1",
+        help="the report (tracecanary.physical-report/v1)",
     )
     p.add_argument(
         "--markdown",
