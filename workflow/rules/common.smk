@@ -32,6 +32,8 @@ def get_ingest_input(wildcards):
     src = source_of(wildcards)
     if src["kind"] == "trace":
         return {"trace": src["path"]}
+    if src["kind"] == "command":  # capture -- CMD writes merged.jsonl.gz into its directory
+        return {"trace": f"results/{CAMPAIGN}/capture_command/{wildcards.source}"}
     return {"trace": f"results/{CAMPAIGN}/merge/{wildcards.source}.jsonl.gz"}  # captures, live_capture
 
 
@@ -134,6 +136,7 @@ def provenance_targets(wildcards):
     targets += provenance_of("same_host_calibration", source=[s for s in sources_of_kind("kineto") if SOURCES[s].get("same_host")])
     targets += provenance_of("calibrate_clocks", source=DERIVED_CALIBRATION)
     targets += provenance_of("capture_kineto", source=sources_of_kind("live_capture"))
+    targets += provenance_of("capture_command", source=sources_of_kind("command"))
     targets += provenance_of("import_kineto", source=sources_of_kind("live_capture"))
     targets += provenance_of("reduce_baseline", source=REDUCED)
     targets += provenance_of("stage_external", ladder=EXTERNAL)

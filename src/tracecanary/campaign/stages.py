@@ -28,6 +28,7 @@ from typing import Any
 RECORDED_RULES = frozenset(
     {
         "capture_kineto",
+        "capture_command",
         "replay_physical",
         "replay_dispatch",
         "replay_param",
@@ -51,11 +52,21 @@ def cli(argv: list[Any], ok_codes: tuple[int, ...] = (0,)) -> int:
     return code
 
 
-def cli_process(argv: list[Any], ok_codes: tuple[int, ...] = (0,)) -> int:
+def cli_process(
+    argv: list[Any],
+    ok_codes: tuple[int, ...] = (0,),
+    *,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+) -> int:
     """Run one ``tracecanary`` subcommand in a child process (for those that spawn ranks),
-    its output going to this job's log; raise unless its exit code is in ``ok_codes``."""
+    its output going to this job's log, in ``cwd`` (default: this one) with ``env`` set on
+    top of this process's environment; raise unless its exit code is in ``ok_codes``."""
     cmd = [sys.executable, "-m", "tracecanary", *(str(a) for a in argv)]
-    code = subprocess.run(cmd, stdout=sys.stdout, stderr=sys.stderr).returncode
+    environment = {**os.environ, **env} if env else None
+    code = subprocess.run(
+        cmd, stdout=sys.stdout, stderr=sys.stderr, cwd=cwd, env=environment
+    ).returncode
     if code not in ok_codes:
         raise SystemExit(f"tracecanary {argv[0]} exited {code}")
     return code
@@ -67,6 +78,13 @@ def capture_kineto(job) -> None:
     else:
         argv = ["capture", "--nproc", job.params.nproc, "--steps", job.params.steps]
     cli_process([*argv, "-o", job.output.capture])
+
+
+def capture_command(job) -> None:
+    """The user's command recorded (``tracecanary capture -o DIR -- CMD``), run in the
+    source's ``cwd`` with its ``env``; DIR is absolute, since the command runs elsewhere."""
+    argv = ["capture", "--timeout", job.params.timeout, "-o", Path(job.output.capture).resolve()]
+    cli_process([*argv, "--", *job.params.command], cwd=job.params.cwd, env=dict(job.params.env))
 
 
 def import_kineto(job) -> None:
@@ -147,7 +165,12 @@ def ingest(job) -> None:
 
     avoid_huge_pages()  # the job's own process streams through memory (tracecanary.memory)
 
-    ingest_files([job.input.trace], job.output.table)
+    trace = Path(job.input.trace)
+    if trace.is_dir():  # kind command: the recorded run's merged trace (capture -- CMD)
+        from tracecanary.autorecord.run import MERGED_NAME
+
+        trace = trace / MERGED_NAME
+    ingest_files([str(trace)], job.output.table)
 
 
 def compile(job) -> None:  # noqa: A001 - named after its rule
@@ -460,6 +483,7 @@ STAGES: dict[str, Callable[[Any], None]] = {
     stage.__name__: stage
     for stage in (
         capture_kineto,
+        capture_command,
         import_kineto,
         import_kineto_block,
         import_kineto_traces,
