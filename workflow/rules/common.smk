@@ -151,7 +151,9 @@ def provenance_targets(wildcards):
             rep=range(1, phys.repetitions + 1),
         )
         targets += provenance_of("physical_report", source=sid)
-        if SWEEPS:
+        if DERIVED_SWEEPS:
+            targets += provenance_of("sweep_derived", source=sid)
+        if CALIBRATED:
             targets += provenance_of("calibrate_backends", source=sid)
             targets += provenance_of("dispatch_program", source=sid, config=phys.configs)
             targets += provenance_of("replay_dispatch", source=sid, config=phys.configs)
@@ -228,6 +230,16 @@ PHYSICAL_SOURCES = physical_sources(config, file=" + ".join(config_files()) or "
 SWEEPS = {w["id"]: w for w in PHYSICAL["sweeps"]}
 for _sid in SWEEPS:
     ALPHABETA[_sid] = {"id": _sid, "path": f"results/{CAMPAIGN}/sweeps/{_sid}"}
+# the ladders a physical source's replays use that SWEEPS does not cover, derived from its
+# exports (rule sweep_derived); a SWEEPS ladder overrides the derived one
+DERIVE_SWEEPS = PHYSICAL["derive_sweeps"]
+DERIVED_SWEEPS = bool(PHYSICAL_SOURCES) and DERIVE_SWEEPS["enabled"]
+CALIBRATED = bool(SWEEPS) or DERIVED_SWEEPS  # the simulator twins can be priced
+
+
+def covered_ladders():
+    """SWEEPS as derive-ladders --covered keys (collective:dtype:ranks)."""
+    return [f"{w['collective']}:{w['dtype']}:{PHYSICAL['nproc']}" for w in SWEEPS.values()]
 
 
 def physical_configs_of(wildcards):

@@ -15,6 +15,7 @@ fills them in); a subcommand exit code outside a stage's accepted codes raises.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -33,11 +34,13 @@ RECORDED_RULES = frozenset(
         "replay_dispatch",
         "replay_param",
         "sweep",
+        "sweep_derived",
         "stage_external",
     }
 )
 
 BEHAVIOR_FIELDS = ("skew", "overlap", "gap", "latency")  # what a compile budget bounds
+DERIVED_LADDERS = "ladders.json"  # sweep_derived: what derive-ladders chose, beside the ladders
 
 
 def cli(argv: list[Any], ok_codes: tuple[int, ...] = (0,)) -> int:
@@ -382,7 +385,11 @@ def physical_report(job) -> None:
 
 
 def calibrate_backends(job) -> None:
-    argv = ["calibrate-backends", *job.input.ladders]
+    ladders = list(job.input.ladders)
+    for derived in getattr(job.input, "derived", []):  # sweep_derived: one folder per ladder
+        doc = json.loads((Path(derived) / DERIVED_LADDERS).read_text(encoding="utf-8"))
+        ladders += [str(Path(derived) / ladder["id"]) for ladder in doc["ladders"]]
+    argv = ["calibrate-backends", *ladders]
     argv += ["--physical-configs", job.input.physical_configs, "--backend", job.params.backend]
     argv += [x for name in job.params.configs for x in ("--config", name)]
     argv += ["--program", job.input.canary, "--program", job.input.full]
@@ -429,6 +436,25 @@ def sweep(job) -> None:
     argv += ["--cycles", spec["cycles"], "--dtype", spec["dtype"], "--backend", job.params.backend]
     argv += ["--nproc", job.params.nproc, "--print-table", "-o", job.output.ladder]
     cli_process(argv, ok_codes=(0, 1))  # 1: a data-check failure, kept (alpha/beta drops those)
+
+
+def sweep_derived(job) -> None:
+    """derive-ladders over the source's two exports, then each ladder swept into the
+    output folder (a data-check failure, exit 1, is kept as sweep keeps it)."""
+    from tracecanary.physical.ladders import sweep_argv
+
+    out = Path(job.output.ladders)
+    out.mkdir(parents=True, exist_ok=True)
+    argv = ["derive-ladders", job.input.canary, job.input.full, "--backend", job.params.backend]
+    argv += ["--physical-configs", job.input.physical_configs]
+    argv += [x for name in job.params.configs for x in ("--config", name)]
+    argv += [x for key in job.params.covered for x in ("--covered", key)]
+    argv += ["--warmup", job.params.warmup, "--iters", job.params.iters]
+    cli([*argv, "--cycles", job.params.cycles, "-o", out / DERIVED_LADDERS])
+    doc = json.loads((out / DERIVED_LADDERS).read_text(encoding="utf-8"))
+    for ladder in doc["ladders"]:
+        target = str(out / ladder["id"])
+        cli_process(sweep_argv(ladder, backend=job.params.backend, output=target), ok_codes=(0, 1))
 
 
 def stage_external(job) -> None:
@@ -514,6 +540,7 @@ STAGES: dict[str, Callable[[Any], None]] = {
         replay_dispatch,
         physical_gate,
         sweep,
+        sweep_derived,
         stage_external,
         alphabeta,
         manifest,
