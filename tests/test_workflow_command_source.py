@@ -79,3 +79,11 @@ def test_readme_command_source_example_runs_as_written_and_records_the_command(t
     manifest = json.loads((results / "manifest.json").read_text())
     recorded_paths = {e["path"] for e in manifest["evidence"] if e.get("kind") == "recorded"}
     assert "results/user_program/capture_command/ddp_train" in recorded_paths
+    # a reviewer regenerates from the evidence: the recording is kept, not re-run (the
+    # program need not be there), and everything derived from it comes out bit for bit
+    regen = subprocess.run(
+        [sys.executable, "-m", "tracecanary", "manifest", "regenerate",
+         "results/user_program/manifest.json", "--workdir", str(tmp_path / "regen")],
+        cwd=checkout, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert regen.returncode == 0, regen.stdout[-2000:] + regen.stderr[-2000:]
