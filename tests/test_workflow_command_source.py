@@ -87,3 +87,18 @@ def test_readme_command_source_example_runs_as_written_and_records_the_command(t
         cwd=checkout, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert regen.returncode == 0, regen.stdout[-2000:] + regen.stderr[-2000:]
+    # a manifest whose evidence leaves the recording out would have the command run: refused
+    from tracecanary.campaign.operations import _manifest_root
+
+    manifest["evidence"] = [e for e in manifest["evidence"] if e.get("kind") != "recorded"]
+    manifest["root_sha256"] = _manifest_root(manifest)
+    crafted = results / "crafted.json"
+    crafted.write_text(json.dumps(manifest))
+    regen = subprocess.run(
+        [sys.executable, "-m", "tracecanary", "manifest", "regenerate", str(crafted),
+         "--workdir", str(tmp_path / "regen2")],
+        cwd=checkout, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert regen.returncode == 2, regen.stdout[-2000:] + regen.stderr[-2000:]
+    assert "source 'ddp_train' runs a command (kind command)" in regen.stderr
+    assert not (tmp_path / "regen2").exists()
