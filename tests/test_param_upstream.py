@@ -288,6 +288,8 @@ def test_campaign_switch_replays_canary_and_full_in_upstream_beside_ours(tmp_pat
             "warmup": 0,
             "iters": 1,
             "timeout": 300,
+            # this test replays PARAM; the simulator twin's ladders are not its subject
+            "derive_sweeps": {"enabled": False},
             "param_upstream": {"enabled": True, "param": str(PARAM), "iters": 1},
         },
     }

@@ -16,7 +16,9 @@ from test_physical_report import _reps
 from tracecanary.physical.report import write_physical
 
 
-def _campaign_with_report(tmp_path, canary_means: dict, full_means: dict):
+def _campaign_with_report(
+    tmp_path, canary_means: dict, full_means: dict, *, canary_pass_ns: int = 1_000_000
+):
     make_tiny_campaign(tmp_path, with_alphabeta=False)
     config_file = tmp_path / "config" / "tiny.yaml"
     config = yaml.safe_load(config_file.read_text())
@@ -27,7 +29,9 @@ def _campaign_with_report(tmp_path, canary_means: dict, full_means: dict):
     (tmp_path / "config" / "physical.yaml").write_text(yaml.safe_dump(physical))
     attempts = []
     for cfg in ("a", "b"):
-        attempts += _reps(tmp_path / "archives", "canary", cfg, canary_means[cfg])
+        attempts += _reps(
+            tmp_path / "archives", "canary", cfg, canary_means[cfg], pass_ns=canary_pass_ns
+        )
         attempts += _reps(tmp_path / "archives", "full", cfg, full_means[cfg], pass_ns=4_000_000)
     results = tmp_path / "results" / "tiny"
     (results / "physical").mkdir(parents=True)
@@ -43,12 +47,23 @@ def _campaign_with_report(tmp_path, canary_means: dict, full_means: dict):
     return run_snakemake(tmp_path, *only_gate, "results/tiny/physical_gate/decode.txt")
 
 
+def _gate_lines(run) -> list[str]:
+    return [ln for ln in run.stderr.splitlines() if "physical gate" in ln]
+
+
 def test_physical_gate_rule_fails_the_run_on_a_forced_flip(tmp_path):
     low, high = [100, 101, 99, 100, 100], [200, 201, 199, 200, 200]
     run = _campaign_with_report(tmp_path, {"a": low, "b": high}, {"a": high, "b": low})
     assert run.returncode == 1, run.stderr[-2000:]
+    # one line on the terminal, naming the gate, the figures and the pair; no traceback
+    expected = (
+        "error: physical gate failed for source decode: the pair (a, b) is ranked one way "
+        "by the canary and the other by the full program on p50, p95, p99, mean"
+    )
+    assert _gate_lines(run) == [expected], run.stderr[-3000:]
+    assert "Traceback" not in run.stderr
     log = (tmp_path / "logs" / "tiny" / "physical_gate" / "decode.log").read_text()
-    assert "physical gate failed: p50: the pair (a, b) flips between canary and full" in log
+    assert log.splitlines() == [expected]
     assert not (tmp_path / "results" / "tiny" / "physical_gate" / "decode.txt").exists()
     summary = (tmp_path / "results" / "tiny" / "summary.md").read_text()
     assert "**Physical gate: FAIL**" in summary
@@ -62,3 +77,17 @@ def test_physical_gate_rule_passes_a_clean_run(tmp_path):
     assert verdict.startswith("physical gate: pass")
     report = json.loads((tmp_path / "results" / "tiny" / "physical" / "decode.json").read_text())
     assert report["gate"]["decided_pairs"] == 4  # one pair, decided on p50, p95, p99, mean
+
+
+def test_physical_gate_rule_names_the_runtime_ratio_and_its_threshold_in_one_line(tmp_path):
+    low, high = [100, 101, 99, 100, 100], [200, 201, 199, 200, 200]
+    # canary pass 3.6 ms against the full program's 4 ms: 0.9, above the default 0.5
+    run = _campaign_with_report(
+        tmp_path, {"a": low, "b": high}, {"a": low, "b": high}, canary_pass_ns=3_600_000
+    )
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert _gate_lines(run) == [
+        "error: physical gate failed for source decode: canary/full pass-time ratio 0.900 "
+        "(a), 0.900 (b) exceeds max_runtime_ratio 0.5"
+    ], run.stderr[-3000:]
+    assert "Traceback" not in run.stderr

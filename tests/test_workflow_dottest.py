@@ -76,11 +76,12 @@ def test_dottest_dry_run_plans_every_stage_of_the_campaign(dottest):
         "replay": 2,  # source (isolated) and canary
         "compare": 1,
         "timeline": 1,
+        "perfetto": 1,
         "search_summary": 1,
         "manifest": 1,
         "summary": 1,
         "all": 1,
-        "total": 17,
+        "total": 18,
     }
 
 
@@ -92,6 +93,7 @@ def test_dottest_campaign_runs_and_its_manifest_verifies(dottest, capsys):
     manifest = json.loads((results / "manifest.json").read_text())
     derived = {d["path"] for d in manifest["derived"]}
     assert f"{RESULTS}/timeline/adversarial.png" in derived
+    assert f"{RESULTS}/perfetto/adversarial.json" in derived
     assert f"{RESULTS}/search.html" in derived and f"{RESULTS}/reduce/adversarial/canary.json" in (
         derived
     )
@@ -110,3 +112,20 @@ def test_dottest_campaign_runs_and_its_manifest_verifies(dottest, capsys):
     assert f"of {canary['stats']['occurrences_logical']:,} (" in row  # what fraction runs
     assert f"**{canary['claim']}**" in row  # whether verified
     assert row.rstrip().endswith("| not run |")  # no physical replay in this campaign
+
+
+@pytest.mark.slow
+def test_dottest_summary_links_each_sources_perfetto_trace_beside_its_timeline(dottest):
+    from test_chrome_trace import check_trace_event_format
+
+    run = run_snakemake(dottest, configfile=CONFIG)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = dottest / RESULTS
+    line = next(
+        ln for ln in (results / "summary.md").read_text().splitlines()
+        if ln.startswith("- adversarial: `timeline/adversarial.png`")
+    )  # fmt: skip
+    assert line.endswith(" · Perfetto: `perfetto/adversarial.json`")
+    doc = json.loads((results / "perfetto/adversarial.json").read_text())
+    check_trace_event_format(doc)
+    assert doc["otherData"]["source"] == "adversarial"

@@ -31,3 +31,29 @@ rule import_kineto:
         ENV
     script:
         "../../scripts/import_kineto.py"
+
+
+rule capture_command:
+    # kind command: the user's own program, run by its command under the recorder
+    # (tracecanary capture -o DIR -- CMD): rank captures merged into merged.jsonl.gz; the
+    # command, its directory and environment are params, the program file an input, so
+    # the provenance record states and hashes them; kept as evidence like a live capture
+    input:
+        program=lambda wc: SOURCES[wc.source]["program"],
+    output:
+        capture=directory("results/{campaign}/capture_command/{source}"),
+        prov="results/{campaign}/provenance/capture_command/{source}.json",
+    params:
+        command=lambda wc: SOURCES[wc.source]["command"],
+        cwd=lambda wc: SOURCES[wc.source]["cwd"],
+        env=lambda wc: SOURCES[wc.source]["env"],
+        timeout=lambda wc: SOURCES[wc.source]["timeout"],
+    threads: workflow.cores
+    log:
+        "logs/{campaign}/capture_command/{source}.log",
+    benchmark:
+        "benchmarks/{campaign}/capture_command/{source}.tsv"
+    conda:
+        ENV
+    script:
+        "../../scripts/capture_command.py"

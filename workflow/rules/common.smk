@@ -33,6 +33,8 @@ def get_ingest_input(wildcards):
     src = source_of(wildcards)
     if src["kind"] == "trace":
         return {"trace": src["path"]}
+    if src["kind"] == "command":  # capture -- CMD writes merged.jsonl.gz into its directory
+        return {"trace": f"results/{CAMPAIGN}/capture_command/{wildcards.source}"}
     return {"trace": f"results/{CAMPAIGN}/merge/{wildcards.source}.jsonl.gz"}  # captures, live_capture
 
 
@@ -134,6 +136,7 @@ def provenance_targets(wildcards):
     targets += provenance_of("replay", source=SOURCES, which=["source", "canary"])
     targets += provenance_of("compare", source=SOURCES)
     targets += provenance_of("timeline", source=SOURCES)
+    targets += provenance_of("perfetto", source=SOURCES)
     targets += provenance_of("merge", source=sources_of_kind("captures", "live_capture", *IMPORT_DIRS))
     targets += provenance_of("import_kineto_traces", source=sources_of_kind("kineto"))
     targets += provenance_of("import_flight_recorder", source=sources_of_kind("flight_recorder"))
@@ -144,6 +147,7 @@ def provenance_targets(wildcards):
     targets += provenance_of("same_host_calibration", source=[s for s in sources_of_kind(*IMPORT_DIRS) if SOURCES[s].get("same_host")])
     targets += provenance_of("calibrate_clocks", source=DERIVED_CALIBRATION)
     targets += provenance_of("capture_kineto", source=sources_of_kind("live_capture"))
+    targets += provenance_of("capture_command", source=sources_of_kind("command"))
     targets += provenance_of("import_kineto", source=sources_of_kind("live_capture"))
     targets += provenance_of("reduce_baseline", source=REDUCED)
     targets += provenance_of("stage_external", ladder=EXTERNAL)
@@ -158,7 +162,9 @@ def provenance_targets(wildcards):
             rep=range(1, phys.repetitions + 1),
         )
         targets += provenance_of("physical_report", source=sid)
-        if SWEEPS:
+        if DERIVED_SWEEPS:
+            targets += provenance_of("sweep_derived", source=sid)
+        if CALIBRATED:
             targets += provenance_of("calibrate_backends", source=sid)
             targets += provenance_of("dispatch_program", source=sid, config=phys.configs)
             targets += provenance_of("replay_dispatch", source=sid, config=phys.configs)
@@ -228,6 +234,7 @@ def summary_inputs(wildcards):
         "verifications": [f"results/{CAMPAIGN}/search/{s}/verification.json" for s in SOURCES],
         "verdicts": [f"results/{CAMPAIGN}/compare/{s}.json" for s in SOURCES],
         "timelines": [f"results/{CAMPAIGN}/timeline/{s}.png" for s in SOURCES],
+        "perfetto": [f"results/{CAMPAIGN}/perfetto/{s}.json" for s in SOURCES],
         "source_reports": [f"results/{CAMPAIGN}/replay/{s}/source.json" for s in SOURCES],
         "baselines": [f"results/{CAMPAIGN}/reduce/{s}/verification.json" for s in REDUCED],
         "sampling_baselines": [f"results/{CAMPAIGN}/baselines/{s}.json" for s in SOURCES],
@@ -248,6 +255,16 @@ check_physical_configs(config, PHYSICAL_SOURCES, file=" + ".join(config_files())
 SWEEPS = {w["id"]: w for w in PHYSICAL["sweeps"]}
 for _sid in SWEEPS:
     ALPHABETA[_sid] = {"id": _sid, "path": f"results/{CAMPAIGN}/sweeps/{_sid}"}
+# the ladders a physical source's replays use that SWEEPS does not cover, derived from its
+# exports (rule sweep_derived); a SWEEPS ladder overrides the derived one
+DERIVE_SWEEPS = PHYSICAL["derive_sweeps"]
+DERIVED_SWEEPS = bool(PHYSICAL_SOURCES) and DERIVE_SWEEPS["enabled"]
+CALIBRATED = bool(SWEEPS) or DERIVED_SWEEPS  # the simulator twins can be priced
+
+
+def covered_ladders():
+    """SWEEPS as derive-ladders --covered keys (collective:dtype:ranks)."""
+    return [f"{w['collective']}:{w['dtype']}:{PHYSICAL['nproc']}" for w in SWEEPS.values()]
 
 
 def physical_configs_of(wildcards):
@@ -305,6 +322,19 @@ def physical_predecessor(wildcards):
         return []
     cfg, rep = chain[i - 1]
     return [f"results/{wildcards.campaign}/provenance/replay_physical/{wildcards.source}/{cfg}/rep{rep}.json"]
+
+
+def perfetto_inputs(wildcards):
+    """The source table and its canary, and for a physical source the canary's first
+    attempt (first configuration, repetition 1) as the physical view."""
+    inputs = {
+        "table": source_table(wildcards),
+        "canary": f"results/{CAMPAIGN}/search/{wildcards.source}/canary.json",
+    }
+    if wildcards.source in PHYSICAL_SOURCES:
+        config = physical_configs_of(wildcards)[0]
+        inputs["attempt"] = f"results/{CAMPAIGN}/physical/{wildcards.source}/canary/{config}/rep1"
+    return inputs
 
 
 def get_export_input(wildcards):

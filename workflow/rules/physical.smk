@@ -110,6 +110,9 @@ rule calibrate_backends:
     # without evidence for an op the source's replayed programs use is refused by name
     input:
         ladders=lambda wc: [f"results/{wc.campaign}/sweeps/{s}" for s in SWEEPS],
+        derived=lambda wc: (
+            [f"results/{wc.campaign}/sweeps_derived/{wc.source}"] if DERIVED_SWEEPS else []
+        ),
         dispatch=lambda wc: [
             f"results/{wc.campaign}/dispatch/{wc.source}/{c}/attempt"
             for c in physical_configs_of(wc)
@@ -146,7 +149,7 @@ rule physical_report:
         attempts=physical_attempts,
         param_attempts=param_upstream_attempts,
         backends=lambda wc: (
-            [f"results/{wc.campaign}/backends/{wc.source}/calibrated.yaml"] if SWEEPS else []
+            [f"results/{wc.campaign}/backends/{wc.source}/calibrated.yaml"] if CALIBRATED else []
         ),
         canary="results/{campaign}/param/{source}/canary",
         full="results/{campaign}/param/{source}/full",
@@ -188,6 +191,39 @@ rule physical_gate:
         ENV
     script:
         "../../scripts/physical_gate.py"
+
+
+rule sweep_derived:
+    # per physical source: the ladders its canary's and full program's replays use under its
+    # configurations and SWEEPS does not cover (tracecanary derive-ladders), each swept
+    # (tracecanary sweep) into the output directory beside ladders.json; evidence
+    input:
+        canary="results/{campaign}/param/{source}/canary",
+        full="results/{campaign}/param/{source}/full",
+        physical_configs=PHYSICAL["physical_configs"],
+    output:
+        ladders=directory("results/{campaign}/sweeps_derived/{source}"),
+        prov="results/{campaign}/provenance/sweep_derived/{source}.json",
+    params:
+        configs=physical_configs_of,
+        covered=covered_ladders(),
+        backend=PHYSICAL["backend"],
+        warmup=DERIVE_SWEEPS["warmup"],
+        iters=DERIVE_SWEEPS["iters"],
+        cycles=DERIVE_SWEEPS["cycles"],
+    threads: workflow.cores
+    resources:
+        nodes=1,
+        tasks=PHYSICAL["nproc"],
+        runtime=30,
+    log:
+        "logs/{campaign}/sweep_derived/{source}.log",
+    benchmark:
+        "benchmarks/{campaign}/sweep_derived/{source}.tsv"
+    conda:
+        ENV
+    script:
+        "../../scripts/sweep_derived.py"
 
 
 rule sweep:

@@ -19,3 +19,22 @@ rule timeline:
         ENV
     script:
         "../../scripts/timeline.py"
+
+
+rule perfetto:
+    # the same views as Chrome Trace Event JSON for Perfetto / chrome://tracing: a track per
+    # rank and group, the canary's weights and tail windows as annotations, and for a
+    # physical source its first canary attempt (tracecanary export-perfetto)
+    input:
+        unpack(perfetto_inputs),
+    output:
+        trace="results/{campaign}/perfetto/{source}.json",
+        prov="results/{campaign}/provenance/perfetto/{source}.json",
+    log:
+        "logs/{campaign}/perfetto/{source}.log",
+    benchmark:
+        "benchmarks/{campaign}/perfetto/{source}.tsv"
+    conda:
+        ENV
+    script:
+        "../../scripts/perfetto.py"

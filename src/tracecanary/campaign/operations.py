@@ -263,8 +263,9 @@ def check_run_inputs(
     self-consistent (and has the pinned root, if one is given: else ClaimFailed, exit 1),
     every config file, evidence item and recorded provenance record under ``root`` has
     the digest the manifest lists (InputError naming the first that does not), the effective config
-    is valid with identifiers for path components and a store inside the campaign, and
-    no config file asks for evaluation (yte)."""
+    is valid with identifiers for path components and a store inside the campaign,
+    no config file asks for evaluation (yte), and no command source would be run
+    (``refuse_commands_to_run``)."""
     from tracecanary.campaign.config_check import check_store_inside, refuse_evaluating_config
     from tracecanary.campaign.physical_sources import refuse_renamed_physical_keys
     from tracecanary.formats.schemas import validate
@@ -297,6 +298,35 @@ def check_run_inputs(
     check_store_inside(content, file=f"{file} (config.content)")
     for item in manifest["config"]["files"]:
         refuse_evaluating_config(root / item["path"])
+    refuse_commands_to_run(manifest, root, file=file)
+
+
+def refuse_commands_to_run(manifest: dict, root: Path, *, file: str) -> None:
+    """A ``kind: command`` source runs whatever command its config names: a regeneration
+    runs it only if its recording is missing, so its recording must be recorded evidence
+    of the manifest, for the config content and for every config file (InputError naming
+    the source otherwise: nothing from someone else's campaign is run as a command)."""
+    from tracecanary.limits import load_yaml
+
+    recorded = {e["path"] for e in manifest["evidence"] if e.get("kind") == "recorded"}
+    configs = [("config.content", manifest["config"]["content"])]
+    configs += [(i["path"], load_yaml(root / i["path"])) for i in manifest["config"]["files"]]
+    for where, config in configs:
+        if not isinstance(config, dict):
+            continue
+        campaign = config.get("campaign", manifest["config"]["content"].get("campaign"))
+        for source in config.get("sources") or []:
+            if not isinstance(source, dict) or source.get("kind") != "command":
+                continue
+            capture = f"results/{campaign}/capture_command/{source.get('id')}"
+            if capture not in recorded:
+                raise InputError(
+                    f"source {source.get('id')!r} runs a command (kind command) and its "
+                    f"recording {capture} is not recorded evidence of the manifest: "
+                    "regenerating would run the command; refused",
+                    file=f"{file} ({where})",
+                    field="sources",
+                )
 
 
 def _copy(src: Path, dst: Path) -> None:

@@ -15,6 +15,7 @@ fills them in); a subcommand exit code outside a stage's accepted codes raises.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -28,15 +29,18 @@ from typing import Any
 RECORDED_RULES = frozenset(
     {
         "capture_kineto",
+        "capture_command",
         "replay_physical",
         "replay_dispatch",
         "replay_param",
         "sweep",
+        "sweep_derived",
         "stage_external",
     }
 )
 
 BEHAVIOR_FIELDS = ("skew", "overlap", "gap", "latency")  # what a compile budget bounds
+DERIVED_LADDERS = "ladders.json"  # sweep_derived: what derive-ladders chose, beside the ladders
 
 
 def cli(argv: list[Any], ok_codes: tuple[int, ...] = (0,)) -> int:
@@ -51,11 +55,21 @@ def cli(argv: list[Any], ok_codes: tuple[int, ...] = (0,)) -> int:
     return code
 
 
-def cli_process(argv: list[Any], ok_codes: tuple[int, ...] = (0,)) -> int:
+def cli_process(
+    argv: list[Any],
+    ok_codes: tuple[int, ...] = (0,),
+    *,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+) -> int:
     """Run one ``tracecanary`` subcommand in a child process (for those that spawn ranks),
-    its output going to this job's log; raise unless its exit code is in ``ok_codes``."""
+    its output going to this job's log, in ``cwd`` (default: this one) with ``env`` set on
+    top of this process's environment; raise unless its exit code is in ``ok_codes``."""
     cmd = [sys.executable, "-m", "tracecanary", *(str(a) for a in argv)]
-    code = subprocess.run(cmd, stdout=sys.stdout, stderr=sys.stderr).returncode
+    environment = {**os.environ, **env} if env else None
+    code = subprocess.run(
+        cmd, stdout=sys.stdout, stderr=sys.stderr, cwd=cwd, env=environment
+    ).returncode
     if code not in ok_codes:
         raise SystemExit(f"tracecanary {argv[0]} exited {code}")
     return code
@@ -66,6 +80,13 @@ def capture_kineto(job) -> None:
     if job.params.workload:  # a zoo workload (tracecanary.zoo) on nproc ranks
         argv += ["--workload", job.params.workload]
     cli_process([*argv, "-o", job.output.capture])
+
+
+def capture_command(job) -> None:
+    """The user's command recorded (``tracecanary capture -o DIR -- CMD``), run in the
+    source's ``cwd`` with its ``env``; DIR is absolute, since the command runs elsewhere."""
+    argv = ["capture", "--timeout", job.params.timeout, "-o", Path(job.output.capture).resolve()]
+    cli_process([*argv, "--", *job.params.command], cwd=job.params.cwd, env=dict(job.params.env))
 
 
 def import_kineto(job) -> None:
@@ -154,7 +175,12 @@ def ingest(job) -> None:
 
     avoid_huge_pages()  # the job's own process streams through memory (tracecanary.memory)
 
-    ingest_files([job.input.trace], job.output.table)
+    trace = Path(job.input.trace)
+    if trace.is_dir():  # kind command: the recorded run's merged trace (capture -- CMD)
+        from tracecanary.autorecord.run import MERGED_NAME
+
+        trace = trace / MERGED_NAME
+    ingest_files([str(trace)], job.output.table)
 
 
 def compile(job) -> None:  # noqa: A001 - named after its rule
@@ -274,6 +300,13 @@ def timeline(job) -> None:
     write_timeline(job.input.table, job.input.canary, job.output.plot, source=job.wildcards.source)
 
 
+def perfetto(job) -> None:
+    argv = ["export-perfetto", job.input.table, job.input.canary]
+    if getattr(job.input, "attempt", None):
+        argv += ["--attempt", job.input.attempt]
+    cli([*argv, "--label", job.wildcards.source, "-o", job.output.trace])
+
+
 def export_param(job) -> None:
     argv = ["export-param", job.input.program, "--execution", job.params.execution]
     cli([*argv, "-o", job.output.param])
@@ -371,7 +404,11 @@ def physical_report(job) -> None:
 
 
 def calibrate_backends(job) -> None:
-    argv = ["calibrate-backends", *job.input.ladders]
+    ladders = list(job.input.ladders)
+    for derived in getattr(job.input, "derived", []):  # sweep_derived: one folder per ladder
+        doc = json.loads((Path(derived) / DERIVED_LADDERS).read_text(encoding="utf-8"))
+        ladders += [str(Path(derived) / ladder["id"]) for ladder in doc["ladders"]]
+    argv = ["calibrate-backends", *ladders]
     argv += ["--physical-configs", job.input.physical_configs, "--backend", job.params.backend]
     argv += [x for name in job.params.configs for x in ("--config", name)]
     argv += ["--program", job.input.canary, "--program", job.input.full]
@@ -398,10 +435,12 @@ def physical_gate(job) -> None:
     import json
 
     from tracecanary.errors import ClaimFailed
+    from tracecanary.physical.report import gate_failure_line
 
-    gate = json.loads(Path(job.input.report).read_text(encoding="utf-8"))["gate"]
+    report = json.loads(Path(job.input.report).read_text(encoding="utf-8"))
+    gate = report["gate"]
     if gate["status"] == "fail":
-        raise ClaimFailed("physical gate failed: " + "; ".join(gate["reasons"]))
+        raise ClaimFailed(gate_failure_line(report, f"source {job.wildcards.source}"))
     Path(job.output.verdict).write_text(
         f"physical gate: {gate['status']}\n" + "".join(f"{w}\n" for w in gate["warnings"]),
         encoding="utf-8",
@@ -416,6 +455,25 @@ def sweep(job) -> None:
     argv += ["--cycles", spec["cycles"], "--dtype", spec["dtype"], "--backend", job.params.backend]
     argv += ["--nproc", job.params.nproc, "--print-table", "-o", job.output.ladder]
     cli_process(argv, ok_codes=(0, 1))  # 1: a data-check failure, kept (alpha/beta drops those)
+
+
+def sweep_derived(job) -> None:
+    """derive-ladders over the source's two exports, then each ladder swept into the
+    output folder (a data-check failure, exit 1, is kept as sweep keeps it)."""
+    from tracecanary.physical.ladders import sweep_argv
+
+    out = Path(job.output.ladders)
+    out.mkdir(parents=True, exist_ok=True)
+    argv = ["derive-ladders", job.input.canary, job.input.full, "--backend", job.params.backend]
+    argv += ["--physical-configs", job.input.physical_configs]
+    argv += [x for name in job.params.configs for x in ("--config", name)]
+    argv += [x for key in job.params.covered for x in ("--covered", key)]
+    argv += ["--warmup", job.params.warmup, "--iters", job.params.iters]
+    cli([*argv, "--cycles", job.params.cycles, "-o", out / DERIVED_LADDERS])
+    doc = json.loads((out / DERIVED_LADDERS).read_text(encoding="utf-8"))
+    for ladder in doc["ladders"]:
+        target = str(out / ladder["id"])
+        cli_process(sweep_argv(ladder, backend=job.params.backend, output=target), ok_codes=(0, 1))
 
 
 def stage_external(job) -> None:
@@ -459,6 +517,7 @@ def summary(job) -> None:
         verifications=list(job.input.verifications),
         verdicts=list(job.input.verdicts),
         timelines=list(job.input.timelines),
+        perfetto=list(job.input.perfetto),
         sampling_baselines=list(job.input.sampling_baselines),
         controls=list(job.input.controls),
         captures=list(job.input.captures),
@@ -470,6 +529,7 @@ STAGES: dict[str, Callable[[Any], None]] = {
     stage.__name__: stage
     for stage in (
         capture_kineto,
+        capture_command,
         import_kineto,
         import_kineto_block,
         import_kineto_traces,
@@ -490,6 +550,7 @@ STAGES: dict[str, Callable[[Any], None]] = {
         replay,
         compare,
         timeline,
+        perfetto,
         export_param,
         replay_physical,
         export_param_upstream,
@@ -500,6 +561,7 @@ STAGES: dict[str, Callable[[Any], None]] = {
         replay_dispatch,
         physical_gate,
         sweep,
+        sweep_derived,
         stage_external,
         alphabeta,
         manifest,

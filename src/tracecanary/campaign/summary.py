@@ -397,20 +397,31 @@ def verdicts_section(verdicts) -> list[str]:
     ]
 
 
-def timelines_section(timelines, manifest_path) -> list[str]:
+def timelines_section(timelines, manifest_path, perfetto=()) -> list[str]:
+    """Each source's timeline PNG, and beside it its Chrome Trace Event JSON (``perfetto``,
+    by source name) for ui.perfetto.dev and chrome://tracing."""
     if not timelines:
         return []
     root = Path(manifest_path).parent
+
+    def shown(path: Path) -> str:
+        return (path.relative_to(root) if path.is_relative_to(root) else path).as_posix()
+
+    traces = {Path(p).stem: Path(p) for p in perfetto}
     lines = [
         "## Timelines",
         "",
         "Per source: collectives per rank over time, the canary's executed occurrences with "
-        "their weights, tail windows, and per-rank arrival skew (stragglers):",
+        "their weights, tail windows, and per-rank arrival skew (stragglers); beside it the "
+        "same as a Chrome trace (a track per rank and group, weights and tail windows as "
+        "annotations, a physical source's first canary attempt) to open in ui.perfetto.dev "
+        "or chrome://tracing:",
         "",
     ]
     for path in map(Path, timelines):
-        shown = path.relative_to(root) if path.is_relative_to(root) else path
-        lines.append(f"- {path.stem}: `{shown.as_posix()}`")
+        trace = traces.get(path.stem)
+        beside = f" · Perfetto: `{shown(trace)}`" if trace is not None else ""
+        lines.append(f"- {path.stem}: `{shown(path)}`{beside}")
     return lines + [""]
 
 
@@ -691,6 +702,7 @@ def write_campaign_summary(
     verifications=(),
     verdicts=(),
     timelines=(),
+    perfetto=(),
     sampling_baselines=(),
     controls=(),
     captures=(),
@@ -732,7 +744,7 @@ def write_campaign_summary(
     lines += reproducibility_section(_by_source(verifications))
     lines += capture_noise_section(captures)
     lines += verdicts_section(verdicts)
-    lines += timelines_section(timelines, manifest_path)
+    lines += timelines_section(timelines, manifest_path, perfetto)
     lines += rankings_section(source_reports)
     lines += baselines_section(baselines)
     lines += sampling_baselines_section(sampling_baselines)

@@ -3,8 +3,10 @@
 Every ``scripts/<rule>.py`` is ``run_rule(snakemake)``: it runs the rule's stage (looked up
 by rule name in ``tracecanary.campaign.stages``), logs to the rule's log file, then, when the
 rule has a ``prov`` output, writes the provenance record there and stores every output in
-the content-addressed store. A stage error is written to the log as one line and re-raised,
-so Snakemake marks the job failed and removes its outputs.
+the content-addressed store. A stage's ``TraceCanaryError`` (bad input, a gate that did not
+hold) is one line, ``error: ...``, in the log and on the terminal, and the job exits with its
+code without a Python traceback; any other exception is logged with its traceback and
+re-raised. Either way Snakemake marks the job failed and removes its outputs.
 """
 
 from __future__ import annotations
@@ -48,16 +50,24 @@ def run_rule(snakemake) -> None:
     deterministic = snakemake.rule not in RECORDED_RULES
     log_path = snakemake.log[0] if len(snakemake.log) else None
     log = open(log_path, "w") if log_path else sys.stderr
+    terminal = sys.stderr
     try:
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             try:
                 stage(snakemake)
             except TraceCanaryError as err:
-                print(f"error: {err.one_line()}")
-                raise
+                failure = err
             except Exception:
                 traceback.print_exc()
                 raise
+            else:
+                failure = None
+        if failure is not None:
+            # one line where the user looks (the terminal) and in the log; no traceback
+            line = f"error: {failure.one_line()}"
+            for stream in {id(log): log, id(terminal): terminal}.values():
+                print(line, file=stream, flush=True)
+            raise SystemExit(failure.exit_code)
         prov = getattr(snakemake.output, PROVENANCE_OUTPUT, None)
         if prov is None:  # the manifest: it binds the records, it has none of its own
             return

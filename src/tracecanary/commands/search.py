@@ -71,6 +71,7 @@ def _run(args, diagnostics) -> int:
     from tracecanary.progress import note, progress
     from tracecanary.sim.backends import load_backends
     from tracecanary.verify.behavior import load_tolerances
+    from tracecanary.verify.blocking import blocking_table
     from tracecanary.verify.marking import mark_verified, tolerances_digest
     from tracecanary.verify.search import parse_budgets, search, search_log_document
 
@@ -98,6 +99,8 @@ def _run(args, diagnostics) -> int:
             second_capture=load_second_capture(args),
         )
     log = search_log_document(result, source_digest=digest, budgets_ns=budgets)
+    for line in blocking_table(log["candidates"]):  # why not smaller, on the terminal
+        print(line, file=sys.stderr)
     if result.canary is None:
         write_json(args.log, log)
         cause = search_cause(log, result.skew_obstacle)
@@ -121,8 +124,11 @@ def _run(args, diagnostics) -> int:
         verification["canary"] = {**verification["canary"], "sha256": canary_digest}
         write_json(args.verification, verification)
     st = canary["stats"]
+    # the file's size; the log compares candidates before the verification receipt is added
     print(
-        f"chosen: {st['bytes_canary']:,} B ({st['byte_compression']}x smaller than the normalized source), "
+        f"chosen: {st['bytes_canary']:,} B as written (the search log's "
+        f"{log['chosen']['bytes']:,} B is the candidate before its verification receipt; "
+        f"{st['byte_compression']}x smaller than the normalized source), "
         f"executes {st['occurrences_executed']:,} of {st['occurrences_logical']:,} occurrences "
         f"(execution_reduction {st['execution_reduction']}), claim verified",
         file=sys.stderr,

@@ -41,6 +41,8 @@ PARAM_EXPORT_FORMAT = "tracecanary.param-export/v1"
 ATTEMPT_FORMAT = "tracecanary.attempt/v1"
 ENVIRONMENT_FORMAT = "tracecanary.environment/v1"
 PHYSICAL_REPORT_FORMAT = "tracecanary.physical-report/v1"
+CHROME_TRACE_FORMAT = "tracecanary.chrome-trace/v1"  # Perfetto / chrome://tracing export
+LADDERS_FORMAT = "tracecanary.ladders/v1"  # derive-ladders: the sweeps an export needs
 ALPHABETA_FORMAT = "tracecanary.alphabeta/v1"
 
 # the campaign
@@ -68,6 +70,8 @@ FORMAT_SCHEMAS: dict[str, str] = {
     ATTEMPT_FORMAT: "attempt",
     ENVIRONMENT_FORMAT: "environment",
     PHYSICAL_REPORT_FORMAT: "physical-report",
+    CHROME_TRACE_FORMAT: "chrome-trace",
+    LADDERS_FORMAT: "ladders",
     ALPHABETA_FORMAT: "alphabeta",
     MANIFEST_FORMAT: "manifest",
 }

@@ -15,7 +15,9 @@ Modules, one job each:
     environment    versions, hosts, devices and the NCCL_*/GLOO_*/OMP_*/SLURM_* environment
     archive        the attempt archive (evidence): attempt.json, environment.json, rows
     sweep          nccl-tests-style ladders and their table
-    report         canary-vs-full physical report over attempt archives
+    ladders        the ladders an export's replays need (derive-ladders, rule sweep_derived)
+    report         canary-vs-full physical report over attempt archives (compare-physical)
+    gate_threshold the physical gate's default runtime threshold (no numpy: for options)
     samples        small PARAM programs for tests and measurements
     slurm_launch   (issue 9) one launcher per node of a SLURM job step
 See docs/physical.md.

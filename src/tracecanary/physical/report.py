@@ -49,6 +49,7 @@ import pyarrow.parquet as pq
 from tracecanary.canonical import write_json, write_text
 from tracecanary.formats.ids import PHYSICAL_REPORT_FORMAT
 from tracecanary.formats.schemas import validate
+from tracecanary.physical.gate_threshold import DEFAULT_MAX_RUNTIME_RATIO
 from tracecanary.sim.metrics import weighted_quantile_values
 from tracecanary.sim.ranking import DEFAULT_TIE_TOLERANCE, RANKING_METRICS, decide
 
@@ -60,7 +61,6 @@ RECOMMENDED_REPETITIONS = 5
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_CONFIDENCE = 0.95
 BOOTSTRAP_SEED = 20261201
-DEFAULT_MAX_RUNTIME_RATIO = 0.5
 
 
 def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
@@ -193,24 +193,86 @@ def _read_attempt(p: Path) -> dict:
     return json.loads((p / "attempt.json").read_text())
 
 
+def campaign_labels(attempts: list[str]) -> list[tuple[str, str, str]]:
+    """(program, configuration, path) of attempts laid out as the campaign lays them out,
+    ``.../<program>/<config>/rep<k>``."""
+    return [(Path(a).parent.parent.name, Path(a).parent.name, a) for a in attempts]
+
+
+def _config_name(archive: Path, attempt: dict) -> str:
+    """The physical configuration an archive ran: the one it records, else its directory
+    in the campaign layout (``<config>/rep<k>``), else ``default``."""
+    recorded = attempt.get("physical_config")
+    if isinstance(recorded, dict) and recorded.get("name"):
+        return str(recorded["name"])
+    if archive.name.startswith("rep") and archive.name[3:].isdigit():
+        return archive.parent.name
+    return "default"
+
+
+def comparison_attempts(canary: str, full: str) -> list[tuple[str, str, str]]:
+    """(program, configuration, path) of every attempt under ``canary`` and ``full``: each
+    an attempt archive, or a directory of them laid out ``<config>/rep<k>/`` (the
+    campaign's ``physical/{source}/{canary,full}/``).
+
+    Refuses (``InputError``) a path holding no archive and two programs replayed under
+    different configurations; ``ClaimFailed`` when no configuration has a complete attempt
+    of both programs (naming the first attempt that is not complete)."""
+    from tracecanary.errors import ClaimFailed, InputError
+
+    labelled = []
+    configs: dict[str, set[str]] = {}
+    for program, root in (("canary", Path(canary)), ("full", Path(full))):
+        archives = [root] if (root / "attempt.json").is_file() else sorted(root.glob("*/rep*/"))
+        archives = [a for a in archives if (a / "attempt.json").is_file()]
+        if not archives:
+            raise InputError(
+                "no attempt archive here (attempt.json) nor under <config>/rep<k>/",
+                file=str(root),
+                field="attempt.json",
+            )
+        for archive in archives:
+            attempt = _read_attempt(archive)
+            config = _config_name(archive, attempt)
+            labelled.append((program, config, str(archive), attempt))
+            configs.setdefault(program, set()).add(config)
+    if configs["canary"] != configs["full"]:
+        raise InputError(
+            f"configurations differ: canary {', '.join(sorted(configs['canary']))}, "
+            f"full {', '.join(sorted(configs['full']))}",
+            file=full,
+            field="physical_config",
+        )
+    complete = {(p, c) for p, c, _, a in labelled if a.get("status") == "complete"}
+    if not any(("canary", c) in complete and ("full", c) in complete for c in configs["full"]):
+        _, _, path, attempt = next(x for x in labelled if x[3].get("status") != "complete")
+        raise ClaimFailed(
+            f"attempt {attempt.get('status')} ({attempt.get('reason')}): nothing to compare",
+            file=path,
+            field="status",
+        )
+    return [(p, c, path) for p, c, path, _ in labelled]
+
+
 def build_physical_report(
-    attempts: list[str],
+    attempts: list[str] | list[tuple[str, str, str]],
     *,
     tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
     max_runtime_ratio: float = DEFAULT_MAX_RUNTIME_RATIO,
     backends: str | None = None,
     programs: dict[str, str] | None = None,
 ) -> dict:
-    """Attempt dirs named .../<program>/<config>/rep<k> (program = canary | full);
-    ``backends`` (calibrated) and ``programs`` ({canary, full}: PARAM program dirs)
-    enable the simulator comparison."""
+    """Attempt dirs named .../<program>/<config>/rep<k> (program = canary | full), or
+    (program, configuration, path) triples (``comparison_attempts``); ``backends``
+    (calibrated) and ``programs`` ({canary, full}: PARAM program dirs) enable the
+    simulator comparison."""
     by: dict[tuple[str, str], list[dict]] = {}
     excluded = []
     environment = None
     timestamped: set[bool] = set()
-    for path in sorted(attempts):
+    labelled = [a if isinstance(a, tuple) else campaign_labels([a])[0] for a in attempts]
+    for program, config, path in sorted(labelled, key=lambda x: x[2]):
         p = Path(path)
-        program, config = p.parent.parent.name, p.parent.name
         attempt = _read_attempt(p)
         if attempt.get("status") != "complete":
             excluded.append(
@@ -521,8 +583,8 @@ def physical_markdown(report: dict, source: str) -> list[str]:
 
 def write_physical(
     report_json: str,
-    report_md: str,
-    attempts: list[str],
+    report_md: str | None,
+    attempts: list[str] | list[tuple[str, str, str]],
     source: str,
     *,
     backends: str | None = None,
@@ -530,8 +592,8 @@ def write_physical(
     max_runtime_ratio: float = DEFAULT_MAX_RUNTIME_RATIO,
     param_attempts: list[str] | None = None,
 ) -> dict:
-    """``param_attempts`` (replay-param archives): adds ``replayers``, both replayers side
-    by side (``tracecanary.param.side_by_side``), to the report and its markdown."""
+    """``report_md`` None: no Markdown. ``param_attempts`` (replay-param archives): adds
+    ``replayers``, both replayers side by side (``tracecanary.param.side_by_side``), to the report and its markdown."""
     report = build_physical_report(
         attempts, backends=backends, programs=programs, max_runtime_ratio=max_runtime_ratio
     )
@@ -539,13 +601,43 @@ def write_physical(
     if param_attempts:
         from tracecanary.param.side_by_side import side_by_side, side_by_side_markdown
 
-        report["replayers"] = side_by_side([*attempts, *param_attempts])
+        paths = [a[2] if isinstance(a, tuple) else a for a in attempts]
+        report["replayers"] = side_by_side([*paths, *param_attempts])
         lines += side_by_side_markdown(report["replayers"])
     report["summary_lines"] = lines
     validate(report, "physical-report", file=report_json)  # the contract, before writing
     write_json(report_json, report)
-    write_text(report_md, "\n".join([f"# Physical campaign: {source}", ""] + lines))
+    if report_md is not None:
+        write_text(report_md, "\n".join([f"# Physical campaign: {source}", ""] + lines))
     return report
+
+
+def gate_failure_line(report: dict, subject: str) -> str:
+    """The failed gate as one line: each flipping pair with the figures it flips on, and
+    each configuration whose canary/full pass-time ratio exceeds the threshold, with the
+    ratio and the threshold."""
+    gate = report["gate"]
+    flips: dict[tuple[str, str], list[str]] = {}
+    agreements = report["ranking_agreement"]
+    for metric in [m for m in RANK_METRICS if m in agreements]:  # the report's own order
+        for x, y in agreements[metric]["flips"]:
+            flips.setdefault((x, y), []).append(metric)
+    parts = [
+        f"the pair ({x}, {y}) is ranked one way by the canary and the other by the full "
+        f"program on {', '.join(metrics)}"
+        for (x, y), metrics in flips.items()
+    ]
+    limit = gate["max_runtime_ratio"]
+    over = [
+        f"{ratio:.3f} ({config})"
+        for config, ratio in sorted(report["runtime_reduction"].items())
+        if ratio is not None and ratio > limit
+    ]
+    if over:
+        parts.append(
+            f"canary/full pass-time ratio {', '.join(over)} exceeds max_runtime_ratio {limit:g}"
+        )
+    return f"physical gate failed for {subject}: " + "; ".join(parts or gate["reasons"])
 
 
 def gate_exit_code(report: dict) -> int:

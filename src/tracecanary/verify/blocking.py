@@ -210,3 +210,45 @@ def _num(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+def blocking_table(candidates: list[dict], limit: int = 5) -> list[str]:
+    """Why the search stopped where it did, for a terminal: one row per rejected candidate
+    that names what blocks it (its worst blocking check: metric, configuration, source and
+    canary values, allowance), nearest miss (smallest excess) first, at most ``limit``
+    rows; [] when no candidate was rejected by a check. Values as the search log has them,
+    4 significant digits."""
+    rejected = [c for c in candidates if c.get("blocking")]
+    if not rejected:
+        return []
+
+    def excess(candidate: dict) -> float:
+        value = candidate["blocking"][0].get("excess")
+        return float("inf") if value is None else float(value)
+
+    rows = [("candidate", "check", "config", "source", "canary", "allowed")]
+    for candidate in sorted(rejected, key=excess)[:limit]:
+        block = candidate["blocking"][0]
+        settings = ",".join(f"{k}={v}" for k, v in candidate["settings"].items())
+        rows.append(
+            (
+                f"{candidate['stage']}:{settings}",
+                block["check"],
+                block.get("config", "-"),
+                *(
+                    _num(block[k]) if block.get(k) is not None else "-"
+                    for k in ("source", "canary", "allowed")
+                ),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    more = len(rejected) - (len(rows) - 1)
+    lines = [
+        f"not smaller: {len(rejected)} candidate(s) rejected; the worst check of each, "
+        "nearest miss first" + (f" ({more} more in the search log)" if more > 0 else "")
+    ]
+    lines += [
+        "  " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    return lines
