@@ -27,9 +27,11 @@ from tracecanary.clocks.status import SkewStatus, decide_skew
 from tracecanary.columns import CodedText, IntColumn
 from tracecanary.errors import MergeError
 from tracecanary.factorize import cumcount, factorize, sorted_distinct
+from tracecanary.formats.trace import split_text, split_values
 from tracecanary.program import (
     MEMBER_COLUMNS,
     MEMBER_INDEX_LIMIT,
+    SPLITS_COLUMN,
     Program,
     make_program,
 )
@@ -328,9 +330,33 @@ def build_program_from_columns(
     dtype_names = np.asarray(list(dtype.labels) + [np.nan], dtype=object)  # code -1: missing
     del dtype
     bytes_v = _ints(columns.pop("bytes")).values
+    send_col, recv_col = columns.pop("send_splits", None), columns.pop("recv_splits", None)
+    split_rows = None  # per event: whether it carries splits (None: no split column)
+    if send_col is not None:
+        send_splits, recv_splits = _texts(send_col), _texts(recv_col)
+        split_rows = send_splits.codes >= 0
+    del send_col, recv_col
+    uneven = np.zeros(G, dtype=bool)  # per occurrence: its members carry splits
+    if split_rows is not None and G:
+        count = np.bincount(occs.occ_of[split_rows], minlength=G)
+        some = np.flatnonzero((count > 0) & (count < np.diff(occs.bounds)))
+        if some.size:
+            g, k = _occurrence_key(names_arr, code_first, inst_first, int(some[0]))
+            idx = occs.rows(int(some[0]))
+            which = rank[idx][~split_rows[idx]].tolist()
+            raise _refuse(
+                "send_splits",
+                g,
+                k,
+                rank[idx],
+                f"splits on some members only (absent on rank(s) {','.join(map(str, which))})",
+            )
+        uneven = count > 0
+    # an all_to_allv's members differ in bytes: theirs are checked by their splits
+    bytes_checked = bytes_v if not uneven.any() else np.where(uneven[occs.occ_of], 0, bytes_v)
     for field, values, shown, labels in (  # a value shown is labels[shown] (or shown)
         ("op", kind_codes, op_codes, op_names),
-        ("bytes", bytes_v, bytes_v, None),
+        ("bytes", bytes_checked, bytes_v, None),
         ("dtype", dtype_codes, dtype_codes, dtype_names),
         ("root", root_f, root_f, None),
     ):
@@ -346,16 +372,28 @@ def build_program_from_columns(
             text = ", ".join(
                 f"rank {r}: {v}" for r, v in zip(rank[idx].tolist(), list(got), strict=True)
             )
-            raise _refuse(
-                field, g, k, rank[idx], f"conflicting {field} across members ({text})"[:300]
-            )
-    del values, shown, labels, kind_codes
+            message = f"conflicting {field} across members ({text})"[:300]
+            if field == "bytes" and op_names[op_codes[idx[0]]] == "all_to_all":
+                message += UNEVEN_ALL_TO_ALL_HINT
+            raise _refuse(field, g, k, rank[idx], message)
+    del values, shown, labels, kind_codes, bytes_checked
     # per occurrence from here on: the first member's values (all members agree)
     op_first = op_names[op_codes[first_row]]
     bytes_first = bytes_v[first_row]
     dtype_first = dtype_names[dtype_codes[first_row]]
     root_first = np.full(G, -1, dtype=np.int64) if root_f is None else root_f[first_row]
-    del op_codes, bytes_v, dtype_codes, root_f
+    splits_first = None
+    if split_rows is not None:
+        splits_first = np.full(G, "", dtype=object)
+        for g_occ in np.flatnonzero(uneven).tolist():
+            idx = occs.rows(g_occ)
+            bytes_first[g_occ] = int(bytes_v[idx].max())  # the largest member's buffer
+            key, k = _occurrence_key(names_arr, code_first, inst_first, g_occ)
+            splits_first[g_occ] = _split_matrix(
+                key, k, groups[key], rank[idx], send_splits, recv_splits, idx
+            )
+        del send_splits, recv_splits
+    del op_codes, bytes_v, dtype_codes, root_f, split_rows, uneven
     size = np.diff(occs.bounds)
     # p2p pairing: each pair must have exactly one send and one recv
     if is_p2p_ev.any():
@@ -497,7 +535,9 @@ def build_program_from_columns(
         "phase": phase_first,
         "stream": stream_first,
     }
-    del op_first, bytes_first, dtype_first, key_names, group_size_g, root_first
+    if splits_first is not None:
+        unordered[SPLITS_COLUMN] = splits_first
+    del op_first, bytes_first, dtype_first, key_names, group_size_g, root_first, splits_first
     del phase_first, stream_first, code_first, inst_first, is_p2p_g, size, want, first_row
     occurrence_columns = {name: unordered.pop(name)[perm] for name in list(unordered)}
     occurrence_columns.update(
@@ -538,6 +578,40 @@ def build_program_from_columns(
         take_columns=True,  # every array above is this call's own: no copy
         columns=not frames,
     )
+
+
+UNEVEN_ALL_TO_ALL_HINT = (
+    ": an uneven all_to_all (all_to_allv) needs send_splits and recv_splits on every member"
+    " (record all_to_all_single with input_split_sizes/output_split_sizes, or list-form "
+    "all_to_all, through tracecanary capture -- CMD or tracecanary.record)"
+)
+
+
+def _split_matrix(
+    group: str, instance, ranks: list[int], members, send: CodedText, recv: CodedText, rows
+) -> str:
+    """The send matrix (``program.SPLITS_COLUMN``) of one all_to_allv occurrence whose
+    members (global ``members``, event ``rows``) carry splits; refuses (MergeError naming
+    the field) a send split that differs from its peer's receive split."""
+    position = {r: i for i, r in enumerate(ranks)}
+    by_member = sorted(
+        zip(members.tolist(), rows.tolist(), strict=True), key=lambda m: position[m[0]]
+    )
+    sends = [split_values(send.labels[send.codes[row]]) for _, row in by_member]
+    recvs = [split_values(recv.labels[recv.codes[row]]) for _, row in by_member]
+    for i, (src, _) in enumerate(by_member):
+        for j, (dst, _) in enumerate(by_member):
+            if sends[i][j] != recvs[j][i]:
+                raise _refuse(
+                    "recv_splits",
+                    group,
+                    instance,
+                    members,
+                    f"rank {src} sends {sends[i][j]} elements to rank {dst}, but rank {dst} "
+                    f"receives {recvs[j][i]} from rank {src} (send_splits of one rank must "
+                    "equal its peer's recv_splits)",
+                )
+    return ";".join(split_text(row) for row in sends)
 
 
 def _member_ranks(column: pd.Series | IntColumn) -> np.ndarray:

@@ -1,0 +1,217 @@
+"""An uneven all_to_all (all_to_allv, Mixture-of-Experts token dispatch): per-member split
+sizes in the trace format, ingest's and merge's checks of them, and the recorder's
+capture of a real 2-rank gloo MoE program (examples/user_programs/moe_train.py)."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import REPO, write_doc
+
+from tracecanary.formats.schemas import validate
+from tracecanary.load import load_program
+
+CLI = [sys.executable, "-m", "tracecanary"]
+
+
+def _event(rank: int, seq: int, op: str, nbytes: int, **fields) -> dict:
+    return {
+        "rank": rank,
+        "seq": seq,
+        "op": op,
+        "bytes": nbytes,
+        "dtype": "float32",
+        "group": "world",
+        "ts_ns": 1000 * seq + rank,
+        **fields,
+    }
+
+
+def moe_trace() -> dict:
+    """Two ranks: an all_to_allv whose members send 8 and 9 float32 elements (rank 0
+    sends 3 to itself and 5 to rank 1; rank 1 sends 2 to rank 0 and 7 to itself), then an
+    even all_reduce."""
+    events = [
+        _event(0, 0, "all_to_all", 4 * 8, send_splits=[3, 5], recv_splits=[3, 2]),
+        _event(1, 0, "all_to_all", 4 * 9, send_splits=[2, 7], recv_splits=[5, 7]),
+        _event(0, 1, "all_reduce", 64),
+        _event(1, 1, "all_reduce", 64),
+    ]
+    return {
+        "format": "tracecanary.trace/v1",
+        "meta": {
+            "world_size": 2,
+            "source": "test",
+            "clock_domains": [{"id": "h", "ranks": [0, 1]}],
+        },
+        "groups": [{"id": "world", "ranks": [0, 1]}],
+        "events": events,
+    }
+
+
+def test_trace_schema_accepts_split_lists_on_an_event():
+    validate(moe_trace(), "trace", file="moe.json")
+
+
+@pytest.mark.parametrize("jsonl", [False, True], ids=["json", "jsonl"])
+def test_ingest_accepts_an_uneven_all_to_all_whose_splits_agree(tmp_path, run_cli, jsonl):
+    src = write_doc(moe_trace(), tmp_path / ("t.jsonl" if jsonl else "t.json"), jsonl=jsonl)
+    code, _, err = run_cli("ingest", src, "-o", tmp_path / "t.parquet")
+    assert code == 0, err
+    table = pq.read_table(tmp_path / "t.parquet")
+    assert table.column("send_splits").to_pylist()[:2] == ["3,5", "2,7"]
+    program = load_program(tmp_path / "t.parquet")
+    assert program.column("splits").tolist() == ["3,5;2,7", ""]
+    assert program.column("bytes").tolist() == [36, 64]  # the largest member's buffer
+    assert load_program(src).column("splits").tolist() == ["3,5;2,7", ""]
+
+
+def test_trace_without_splits_has_no_split_column_anywhere(tmp_path, run_cli, trace_doc):
+    src = write_doc(trace_doc, tmp_path / "t.json")
+    assert run_cli("ingest", src, "-o", tmp_path / "t.parquet")[0] == 0
+    names = pq.read_schema(tmp_path / "t.parquet").names
+    assert "send_splits" not in names and "recv_splits" not in names
+    program = load_program(tmp_path / "t.parquet")
+    assert "splits" not in program.column_names
+    assert all("splits" not in signature for signature in program.signatures()[1])
+
+
+def _refusal(tmp_path, run_cli, doc: dict) -> tuple[int, str]:
+    src = write_doc(doc, tmp_path / "bad.json")
+    out = tmp_path / "bad.parquet"
+    code, _, err = run_cli("ingest", src, "-o", out)
+    assert not out.exists() and not (tmp_path / "bad.meta.json").exists()
+    return code, err
+
+
+def test_ingest_refuses_a_split_list_not_one_per_group_member(tmp_path, run_cli):
+    doc = moe_trace()
+    doc["events"][1]["send_splits"] = [2, 7, 0]
+    code, err = _refusal(tmp_path, run_cli, doc)
+    assert code == 2
+    assert "record 1: field send_splits: 3 splits for a group of 2 ranks" in err
+
+
+def test_ingest_refuses_send_splits_whose_total_is_not_the_events_bytes(tmp_path, run_cli):
+    doc = moe_trace()
+    doc["events"][0]["bytes"] = 40
+    code, err = _refusal(tmp_path, run_cli, doc)
+    assert code == 2
+    assert "record 0: field send_splits: send splits total 8 elements x 4 bytes = 32 bytes" in err
+
+
+def test_ingest_refuses_splits_on_an_op_other_than_all_to_all(tmp_path, run_cli):
+    doc = moe_trace()
+    doc["events"][2].update(send_splits=[8, 8], recv_splits=[8, 8])
+    code, err = _refusal(tmp_path, run_cli, doc)
+    assert code == 2
+    assert "record 2: field send_splits: splits are meaningful only for all_to_all" in err
+
+
+def test_ingest_refuses_send_splits_without_recv_splits(tmp_path, run_cli):
+    doc = moe_trace()
+    del doc["events"][1]["recv_splits"]
+    code, err = _refusal(tmp_path, run_cli, doc)
+    assert code == 2
+    assert "record 1: field recv_splits: an uneven all_to_all needs recv_splits" in err
+
+
+def test_ingest_refuses_a_split_that_is_not_a_list_of_counts(tmp_path, run_cli):
+    doc = moe_trace()
+    doc["events"][0]["send_splits"] = [3, -5]
+    code, err = _refusal(tmp_path, run_cli, doc)
+    assert code == 2 and "field send_splits" in err
+
+
+def _merge_refusal(tmp_path, run_cli, doc: dict) -> tuple[int, str]:
+    """Merge the ranks of ``doc`` written as per-rank captures (where members meet)."""
+    paths = []
+    for rank in (0, 1):
+        part = copy.deepcopy(doc)
+        part["events"] = [e for e in doc["events"] if e["rank"] == rank]
+        paths.append(write_doc(part, tmp_path / f"rank{rank}.json"))
+    code, _, err = run_cli("merge", *paths, "-o", tmp_path / "merged.json")
+    assert not (tmp_path / "merged.json").exists()
+    return code, err
+
+
+def test_merge_refuses_a_send_split_that_differs_from_the_peers_receive_split(tmp_path, run_cli):
+    doc = moe_trace()
+    doc["events"][1]["recv_splits"] = [4, 7]  # rank 0 sends 5 to rank 1, which says 4
+    code, err = _merge_refusal(tmp_path, run_cli, doc)
+    assert code == 2
+    assert (
+        "collective world#0 ranks 0,1: field recv_splits: rank 0 sends 5 elements to rank 1" in err
+    )
+    assert "rank 1 receives 4 from rank 0" in err
+
+
+def test_merge_refuses_splits_on_some_members_only(tmp_path, run_cli):
+    doc = moe_trace()
+    for field in ("send_splits", "recv_splits"):
+        del doc["events"][1][field]
+    code, err = _merge_refusal(tmp_path, run_cli, doc)
+    assert code == 2
+    assert "field send_splits: splits on some members only (absent on rank(s) 1)" in err
+
+
+def test_uneven_all_to_all_without_splits_is_refused_naming_what_to_record(tmp_path, run_cli):
+    doc = copy.deepcopy(moe_trace())
+    for event in doc["events"][:2]:
+        del event["send_splits"], event["recv_splits"]
+    code, err = _merge_refusal(tmp_path, run_cli, doc)
+    assert code == 2
+    assert "field bytes: conflicting bytes across members (rank 0: 32, rank 1: 36)" in err
+    assert "needs send_splits and recv_splits on every member" in err
+    assert "input_split_sizes/output_split_sizes" in err
+
+
+def test_merge_keeps_the_splits_of_per_rank_captures(tmp_path, run_cli):
+    doc = moe_trace()
+    paths = []
+    for rank in (0, 1):
+        part = copy.deepcopy(doc)
+        part["events"] = [e for e in doc["events"] if e["rank"] == rank]
+        paths.append(write_doc(part, tmp_path / f"rank{rank}.json"))
+    code, _, err = run_cli("merge", *paths, "-o", tmp_path / "merged.json")
+    assert code == 0, err
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    a2a = [e for e in merged["events"] if e["op"] == "all_to_all"]
+    assert [(e["send_splits"], e["recv_splits"]) for e in a2a] == [
+        ([3, 5], [3, 2]),
+        ([2, 7], [5, 7]),
+    ]
+
+
+@pytest.mark.slow
+def test_capture_records_a_real_moe_programs_changing_splits_under_torchrun(tmp_path):
+    out = tmp_path / "cap"
+    run = subprocess.run(
+        [
+            *CLI, "capture", "-o", out, "--timeout", "150", "--",
+            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+            REPO / "examples" / "user_programs" / "moe_train.py", "3",
+        ],
+        cwd=tmp_path, capture_output=True, text=True, timeout=200,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    header, *lines = gzip.decompress((out / "merged.jsonl.gz").read_bytes()).splitlines()
+    events = [json.loads(line) for line in lines]
+    rank0 = [e for e in events if e["rank"] == 0]
+    # per step: the int64 counts (even), dispatch and combine, their two in backward, the
+    # router's weight and bias all_reduced
+    assert [e["op"] for e in rank0] == (["all_to_all"] * 5 + ["all_reduce"] * 2) * 3
+    counts = [e for e in rank0 if e["dtype"] == "int64"]
+    assert len(counts) == 3 and all("send_splits" not in e for e in counts)
+    uneven = [e for e in rank0 if e["op"] == "all_to_all" and e["dtype"] == "float32"]
+    assert all(sum(e["send_splits"]) * 4 == e["bytes"] for e in uneven)
+    program = load_program(out / "merged.jsonl.gz")
+    dispatch = [s for s in program.column("splits").tolist() if s][::4]
+    assert len(set(dispatch)) > 1  # the routing changes the splits from step to step
+    assert json.loads((out / "capture.json").read_text())["merged"]["collectives"] == 21
