@@ -215,3 +215,46 @@ def test_capture_records_a_real_moe_programs_changing_splits_under_torchrun(tmp_
     dispatch = [s for s in program.column("splits").tolist() if s][::4]
     assert len(set(dispatch)) > 1  # the routing changes the splits from step to step
     assert json.loads((out / "capture.json").read_text())["merged"]["collectives"] == 21
+
+
+def test_lossless_canary_keeps_every_split_and_expands_to_the_same_events(tmp_path, run_cli):
+    src = write_doc(moe_trace(), tmp_path / "t.json")
+    assert run_cli("compile", src, "--lossless", "-o", tmp_path / "c.json")[0] == 0
+    canary = json.loads((tmp_path / "c.json").read_text())
+    validate(canary, "canary", file="c.json")
+    assert [s.get("splits") for s in canary["signatures"]] == ["3,5;2,7", ""]
+    assert run_cli("expand", tmp_path / "c.json", "-o", tmp_path / "e.json")[0] == 0
+    expanded = json.loads((tmp_path / "e.json").read_text())["events"]
+    a2a = [e for e in expanded if e["op"] == "all_to_all"]
+    assert [(e["bytes"], e["send_splits"], e["recv_splits"]) for e in a2a] == [
+        (32, [3, 5], [3, 2]),
+        (36, [2, 7], [5, 7]),
+    ]
+    assert run_cli("verify-commitments", src, tmp_path / "c.json")[0] == 0
+
+
+def test_commitments_cover_the_splits(tmp_path, run_cli):
+    src = write_doc(moe_trace(), tmp_path / "t.json")
+    assert run_cli("compile", src, "--lossless", "-o", tmp_path / "c.json")[0] == 0
+    changed = moe_trace()  # rank 0 sends one element less to rank 1, which receives it
+    changed["events"][0].update(bytes=28, send_splits=[3, 4])
+    changed["events"][1]["recv_splits"] = [4, 7]
+    other = write_doc(changed, tmp_path / "other.json")
+    code, out, err = run_cli("verify-commitments", other, tmp_path / "c.json")
+    assert code == 1, out + err
+
+
+def test_split_matrices_that_differ_are_different_signatures(tmp_path):
+    doc = moe_trace()
+    events = doc["events"]
+    again = [
+        _event(0, 2, "all_to_all", 4 * 8, send_splits=[3, 5], recv_splits=[3, 2]),
+        _event(1, 2, "all_to_all", 4 * 9, send_splits=[2, 7], recv_splits=[5, 7]),
+        _event(0, 3, "all_to_all", 4 * 8, send_splits=[4, 4], recv_splits=[4, 5]),
+        _event(1, 3, "all_to_all", 4 * 9, send_splits=[5, 4], recv_splits=[4, 4]),
+    ]
+    doc["events"] = events + again
+    program = load_program(write_doc(doc, tmp_path / "t.json"))
+    ids, table = program.signatures()
+    assert ids.tolist() == [0, 1, 0, 2]
+    assert [s["splits"] for s in table] == ["3,5;2,7", "", "4,4;5,4"]

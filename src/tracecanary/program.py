@@ -88,8 +88,8 @@ SIGNATURE_COLUMNS = ("op", "bytes", "dtype", "group", "root", "phase", "stream")
 SPLITS_COLUMN = "splits"
 """An optional occurrence column (str), present only in a program whose trace carries
 split sizes (an uneven all_to_all, ``formats.trace.SPLIT_FIELDS``): for such an
-occurrence its send matrix, row i the elements of ``dtype`` that the group's i-th member
-sends to each member (group rank order), rows joined by ``;`` and values by ``,``; ""
+occurrence its send matrix, row i the elements of ``dtype`` that its i-th member sends to
+each member (members in ascending rank order), rows joined by ``;`` and values by ``,``; ""
 for every other occurrence. Its ``bytes`` is then the largest member's send buffer. Where
 present it is a signature field after ``SIGNATURE_COLUMNS``."""
 

@@ -30,6 +30,7 @@ from tracecanary.limits import current_limits
 from tracecanary.program import (
     MEMBER_COLUMNS,
     OCCURRENCE_COLUMNS,
+    SPLITS_COLUMN,
     Program,
     TextColumn,
     unfit_bounds,
@@ -47,8 +48,11 @@ def _signature_columns(canary: dict, sig_ids: np.ndarray) -> dict[str, np.ndarra
     if len(sig_ids) and (sig_ids.min() < 0 or sig_ids.max() >= len(sigs)):
         raise InputError("structure refers to a signature that does not exist", field="structure")
     columns: dict[str, np.ndarray | TextColumn] = {}
-    for key in ("op", "dtype", "group", "phase", "stream", "bytes", "root"):
-        values = [s[key] for s in sigs]
+    keys = ("op", "dtype", "group", "phase", "stream", "bytes", "root")
+    if any(SPLITS_COLUMN in s for s in sigs):  # an all_to_allv's splits: a signature field
+        keys = (*keys, SPLITS_COLUMN)
+    for key in keys:
+        values = [s.get(key, "") if key == SPLITS_COLUMN else s[key] for s in sigs]
         if key in ("bytes", "root") or not all(type(v) is str for v in values):
             columns[key] = signature_column(canary, key, sig_ids)
         else:
@@ -64,7 +68,7 @@ def signature_column(canary: dict, key: str, sig_ids: np.ndarray):
     sigs = canary["signatures"]
     if key in ("bytes", "root"):
         return np.array([int(s[key]) for s in sigs], dtype=np.int64)[sig_ids]
-    values = [s[key] for s in sigs]
+    values = [s.get(key, "") if key == SPLITS_COLUMN else s[key] for s in sigs]
     if all(type(v) is str for v in values):
         import pandas as pd
         import pyarrow as pa
@@ -247,6 +251,11 @@ def _make_program(
         else:
             data[name] = np.asarray(value, dtype=object)
             not_text = not_text or not all(type(v) is str for v in data[name].tolist())
+    if SPLITS_COLUMN in occurrences:  # optional: a canary of a source with an all_to_allv
+        value = occurrences[SPLITS_COLUMN]
+        data[SPLITS_COLUMN] = (
+            value if isinstance(value, TextColumn) else np.asarray(value, dtype=object)
+        )
     mcols = {
         name: _member_array(name, members[name], dtype) for name, dtype in MEMBER_COLUMNS.items()
     }
