@@ -258,3 +258,50 @@ def test_split_matrices_that_differ_are_different_signatures(tmp_path):
     ids, table = program.signatures()
     assert ids.tolist() == [0, 1, 0, 2]
     assert [s["splits"] for s in table] == ["3,5;2,7", "", "4,4;5,4"]
+
+
+def test_all_to_allv_cost_follows_its_slowest_pair_not_its_mean():
+    from tracecanary.program import make_program
+    from tracecanary.sim.engine import all_to_allv_bytes
+
+    def program(splits: str, nbytes: int):
+        return make_program(
+            {"op": ["all_to_all"], "bytes": [nbytes], "dtype": ["float32"], "group": ["world"],
+             "group_size": [2], "gap_ns": [0], "splits": [splits]},
+            {"occ": [0, 0], "rank": [0, 1], "skew_ns": [0, 0]},
+            world_size=2, skew_known=True,
+        )  # fmt: skip
+
+    # same mean pair volume (1000 elements), one pair five times the other
+    skewed = program("0,1000000;200000,0", 4_000_000)
+    even = program("0,600000;600000,0", 2_400_000)
+    assert all_to_allv_bytes(skewed, skewed.column("bytes", "int64")).tolist() == [8_000_000]
+    assert all_to_allv_bytes(even, even.column("bytes", "int64")).tolist() == [4_800_000]
+    plain = program("", 4_000_000)
+    assert all_to_allv_bytes(plain, plain.column("bytes", "int64")).tolist() == [4_000_000]
+
+
+def test_replay_prices_a_skewed_all_to_allv_above_an_even_one_of_the_same_total(tmp_path, run_cli):
+    def a2av(send0: list[int], send1: list[int]) -> dict:
+        doc = moe_trace()
+        doc["events"] = [
+            _event(0, 0, "all_to_all", 4 * sum(send0), send_splits=send0,
+                   recv_splits=[send0[0], send1[0]]),
+            _event(1, 0, "all_to_all", 4 * sum(send1), send_splits=send1,
+                   recv_splits=[send0[1], send1[1]]),
+        ]  # fmt: skip
+        return doc
+
+    means = {}
+    for name, doc in (
+        ("skewed", a2av([0, 1_000_000], [200_000, 0])),
+        ("even", a2av([0, 600_000], [600_000, 0])),
+    ):
+        src = write_doc(doc, tmp_path / f"{name}.json")
+        report = tmp_path / f"{name}.report.json"
+        code, _, err = run_cli(
+            "replay", src, "--backends", REPO / "config" / "backends.yaml", "-o", report
+        )
+        assert code == 0, err
+        means[name] = json.loads(report.read_text())["configs"]["baseline"]["by_op"]["all_to_all"]
+    assert means["skewed"]["mean_ns"] > 1.5 * means["even"]["mean_ns"]
