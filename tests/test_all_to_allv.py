@@ -305,3 +305,77 @@ def test_replay_prices_a_skewed_all_to_allv_above_an_even_one_of_the_same_total(
         assert code == 0, err
         means[name] = json.loads(report.read_text())["configs"]["baseline"]["by_op"]["all_to_all"]
     assert means["skewed"]["mean_ns"] > 1.5 * means["even"]["mean_ns"]
+
+
+@pytest.mark.parametrize("target", [None, "param-1e115ff"])
+def test_export_param_writes_all_to_allv_with_each_ranks_recorded_splits(tmp_path, run_cli, target):
+    src = write_doc(moe_trace(), tmp_path / "t.json")
+    assert run_cli("compile", src, "--lossless", "-o", tmp_path / "c.json")[0] == 0
+    extra = ["--target", target] if target else []
+    code, _, err = run_cli(
+        "export-param", tmp_path / "c.json", "-o", tmp_path / "x", "--execution", "full", *extra
+    )
+    assert code == 0, err
+    a2av = {
+        r: [e for e in json.loads((tmp_path / "x" / f"{r}.json").read_text())
+            if e["comms"] == "all_to_allv"]
+        for r in (0, 1)
+    }  # fmt: skip
+    got = {
+        r: [(e["in_msg_size"], e["in_split"], e["out_msg_size"], e["out_split"]) for e in a2av[r]]
+        for r in a2av
+    }
+    assert got == {0: [(8, [3, 5], 5, [3, 2])], 1: [(9, [2, 7], 12, [5, 7])]}
+    summary = json.loads((tmp_path / "x" / "export.json").read_text())
+    assert summary["counts_per_op"] == {"all_reduce": 1, "all_to_allv": 1}
+
+
+def _moe_export(tmp_path, run_cli, target=None) -> tuple:
+    src = write_doc(moe_trace(), tmp_path / "t.json")
+    assert run_cli("compile", src, "--lossless", "-o", tmp_path / "c.json")[0] == 0
+    extra = ["--target", target] if target else []
+    out = tmp_path / "x"
+    assert (
+        run_cli("export-param", tmp_path / "c.json", "-o", out, "--execution", "full", *extra)[0]
+        == 0
+    )
+    return out
+
+
+@pytest.mark.slow
+def test_replay_physical_runs_all_to_allv_with_its_splits_and_checks_every_row(tmp_path, run_cli):
+    out = _moe_export(tmp_path, run_cli)
+    attempt = tmp_path / "a"
+    code, _, err = run_cli(
+        "replay-physical", out, "--backend", "gloo", "--nproc", "2", "--iters", "2",
+        "--warmup", "1", "-o", attempt,
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads((attempt / "attempt.json").read_text())
+    assert doc["status"] == "complete"
+    assert doc["correctness"] == {"checked_rows": doc["rows"], "incorrect_rows": 0}
+    rows = pq.read_table(attempt / "rows.parquet").to_pandas()
+    a2av = rows[rows["op"] == "all_to_allv"]
+    assert len(a2av) == 2 * 2 and a2av["correct"].all()
+    assert sorted(set(a2av["bytes"].tolist())) == [32, 36]  # each rank its own send buffer
+
+
+PARAM = REPO.parent / "shared" / "param_upstream"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (PARAM / "train/comms/pt/commsTraceReplay.py").is_file(),
+    reason=f"upstream PARAM snapshot absent ({PARAM})",
+)
+def test_upstream_param_replays_the_all_to_allv_export(tmp_path, run_cli):
+    out = _moe_export(tmp_path, run_cli, "param-1e115ff")
+    attempt = tmp_path / "a"
+    code, _, err = run_cli(
+        "replay-param", out, "--param", PARAM, "--nproc", "2", "--iters", "2", "-o", attempt
+    )
+    assert code == 0, err
+    doc = json.loads((attempt / "attempt.json").read_text())
+    assert doc["status"] == "complete"
+    rows = pq.read_table(attempt / "rows.parquet").to_pandas()
+    assert (rows["op"] == "all_to_allv").sum() == 2 * 2
