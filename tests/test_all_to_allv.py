@@ -152,13 +152,28 @@ def test_merge_refuses_a_send_split_that_differs_from_the_peers_receive_split(tm
     assert "rank 1 receives 4 from rank 0" in err
 
 
-def test_merge_refuses_splits_on_some_members_only(tmp_path, run_cli):
+def test_a_member_without_splits_is_read_as_equal_parts_and_checked_against_its_peers(
+    tmp_path, run_cli
+):
     doc = moe_trace()
-    for field in ("send_splits", "recv_splits"):
-        del doc["events"][1][field]
+    del doc["events"][1]["send_splits"], doc["events"][1]["recv_splits"]
+    doc["events"][1]["bytes"] = 40  # 5 and 5 elements: rank 0 receives 2 from it
     code, err = _merge_refusal(tmp_path, run_cli, doc)
     assert code == 2
-    assert "field send_splits: splits on some members only (absent on rank(s) 1)" in err
+    assert "field recv_splits: rank 1 sends 5 elements to rank 0, but rank 0 receives 2" in err
+    doc["events"][1]["bytes"] = 36  # 9 elements: not two equal parts
+    code, err = _merge_refusal(tmp_path, run_cli, doc)
+    assert code == 2
+    assert "field send_splits: rank 1 records no splits, but its 36 bytes are not 2 equal" in err
+
+
+def test_an_even_member_beside_an_uneven_one_needs_no_splits(tmp_path):
+    doc = moe_trace()  # rank 0 sends and receives 4 and 4 (no splits); rank 1 sends 4 and 6
+    del doc["events"][0]["send_splits"], doc["events"][0]["recv_splits"]
+    doc["events"][1].update(bytes=40, send_splits=[4, 6], recv_splits=[4, 6])
+    program = load_program(write_doc(doc, tmp_path / "t.json"))
+    assert program.column("splits").tolist() == ["4,4;4,6", ""]
+    assert program.column("bytes").tolist() == [40, 64]
 
 
 def test_uneven_all_to_all_without_splits_is_refused_naming_what_to_record(tmp_path, run_cli):

@@ -28,6 +28,7 @@ from tracecanary.columns import CodedText, IntColumn
 from tracecanary.errors import MergeError
 from tracecanary.factorize import cumcount, factorize, sorted_distinct
 from tracecanary.formats.trace import split_text, split_values
+from tracecanary.formats.vocab import DTYPE_BYTES
 from tracecanary.program import (
     MEMBER_COLUMNS,
     MEMBER_INDEX_LIMIT,
@@ -336,22 +337,9 @@ def build_program_from_columns(
         send_splits, recv_splits = _texts(send_col), _texts(recv_col)
         split_rows = send_splits.codes >= 0
     del send_col, recv_col
-    uneven = np.zeros(G, dtype=bool)  # per occurrence: its members carry splits
+    uneven = np.zeros(G, dtype=bool)  # per occurrence: a member carries splits
     if split_rows is not None and G:
-        count = np.bincount(occs.occ_of[split_rows], minlength=G)
-        some = np.flatnonzero((count > 0) & (count < np.diff(occs.bounds)))
-        if some.size:
-            g, k = _occurrence_key(names_arr, code_first, inst_first, int(some[0]))
-            idx = occs.rows(int(some[0]))
-            which = rank[idx][~split_rows[idx]].tolist()
-            raise _refuse(
-                "send_splits",
-                g,
-                k,
-                rank[idx],
-                f"splits on some members only (absent on rank(s) {','.join(map(str, which))})",
-            )
-        uneven = count > 0
+        uneven = np.bincount(occs.occ_of[split_rows], minlength=G) > 0
     # an all_to_allv's members differ in bytes: theirs are checked by their splits
     bytes_checked = bytes_v if not uneven.any() else np.where(uneven[occs.occ_of], 0, bytes_v)
     for field, values, shown, labels in (  # a value shown is labels[shown] (or shown)
@@ -390,7 +378,15 @@ def build_program_from_columns(
             bytes_first[g_occ] = int(bytes_v[idx].max())  # the largest member's buffer
             key, k = _occurrence_key(names_arr, code_first, inst_first, g_occ)
             splits_first[g_occ] = _split_matrix(
-                key, k, groups[key], rank[idx], send_splits, recv_splits, idx
+                key,
+                k,
+                groups[key],
+                rank[idx],
+                send_splits,
+                recv_splits,
+                idx,
+                bytes_v,
+                dtype_names[dtype_codes[idx]],
             )
         del send_splits, recv_splits
     del op_codes, bytes_v, dtype_codes, root_f, split_rows, uneven
@@ -582,25 +578,58 @@ def build_program_from_columns(
 
 UNEVEN_ALL_TO_ALL_HINT = (
     ": an uneven all_to_all (all_to_allv) needs send_splits and recv_splits on every member"
-    " (record all_to_all_single with input_split_sizes/output_split_sizes, or list-form "
-    "all_to_all, through tracecanary capture -- CMD or tracecanary.record)"
+    " (tracecanary capture -- CMD and tracecanary.record record all_to_all_single's "
+    "input_split_sizes/output_split_sizes and list-form all_to_all; a Kineto trace carries "
+    "them where the profiler ran with record_shapes=True)"
 )
 
 
 def _split_matrix(
-    group: str, instance, ranks: list[int], members, send: CodedText, recv: CodedText, rows
+    group: str,
+    instance,
+    ranks: list[int],
+    members,
+    send: CodedText,
+    recv: CodedText,
+    rows,
+    nbytes: np.ndarray,
+    dtypes: np.ndarray,
 ) -> str:
-    """The send matrix (``program.SPLITS_COLUMN``) of one all_to_allv occurrence whose
-    members (global ``members``, event ``rows``) carry splits; refuses (MergeError naming
-    the field) a send split that differs from its peer's receive split."""
+    """The send matrix (``program.SPLITS_COLUMN``, members in ascending rank order) of one
+    all_to_allv occurrence (members: global ``members``, event ``rows``, their ``dtypes``);
+    a member without splits sends and receives equal parts of its ``bytes`` (what an
+    all_to_all without splits is). Refuses (MergeError naming the field) a member without
+    splits whose bytes do not divide into equal parts, and a send split that differs from
+    its peer's receive split."""
     position = {r: i for i, r in enumerate(ranks)}
     by_member = sorted(
-        zip(members.tolist(), rows.tolist(), strict=True), key=lambda m: position[m[0]]
+        zip(members.tolist(), rows.tolist(), dtypes.tolist(), strict=True),
+        key=lambda m: position[m[0]],
     )
-    sends = [split_values(send.labels[send.codes[row]]) for _, row in by_member]
-    recvs = [split_values(recv.labels[recv.codes[row]]) for _, row in by_member]
-    for i, (src, _) in enumerate(by_member):
-        for j, (dst, _) in enumerate(by_member):
+    n = len(by_member)
+    sends, recvs = [], []
+    for member, row, dtype in by_member:
+        if send.codes[row] >= 0:
+            sends.append(split_values(send.labels[send.codes[row]]))
+            recvs.append(split_values(recv.labels[recv.codes[row]]))
+            continue
+        element = DTYPE_BYTES.get(str(dtype), 0)
+        if not element or int(nbytes[row]) % (element * n):
+            raise _refuse(
+                "send_splits",
+                group,
+                instance,
+                members,
+                f"rank {member} records no splits, but its {int(nbytes[row])} bytes are not "
+                f"{n} equal parts of {dtype} elements (an all_to_all without splits sends "
+                "equal parts): record send_splits and recv_splits on every member"
+                + UNEVEN_ALL_TO_ALL_HINT[UNEVEN_ALL_TO_ALL_HINT.index(" (") :],
+            )
+        part = int(nbytes[row]) // (element * n)
+        sends.append([part] * n)
+        recvs.append([part] * n)
+    for i, (src, _, _) in enumerate(by_member):
+        for j, (dst, _, _) in enumerate(by_member):
             if sends[i][j] != recvs[j][i]:
                 raise _refuse(
                     "recv_splits",
@@ -609,9 +638,10 @@ def _split_matrix(
                     members,
                     f"rank {src} sends {sends[i][j]} elements to rank {dst}, but rank {dst} "
                     f"receives {recvs[j][i]} from rank {src} (send_splits of one rank must "
-                    "equal its peer's recv_splits)",
+                    "equal its peer's recv_splits; no splits: equal parts)",
                 )
-    return ";".join(split_text(row) for row in sends)
+    ascending = sorted(range(n), key=lambda i: by_member[i][0])
+    return ";".join(split_text([sends[i][j] for j in ascending]) for i in ascending)
 
 
 def _member_ranks(column: pd.Series | IntColumn) -> np.ndarray:

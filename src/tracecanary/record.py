@@ -47,8 +47,8 @@ bucketed as c10d buckets it (by dtype and device, up to the bucket size). An une
 all_to_all carries ``send_splits`` / ``recv_splits`` (elements per member,
 ``formats.trace.SPLIT_FIELDS``): ``all_to_all_single`` (and the functional one) given
 ``input_split_sizes`` or ``output_split_sizes`` (rows of dim 0, converted to elements;
-a list not given is torch's equal parts), and every list-form ``all_to_all`` (a tensor
-per peer).
+a list not given is torch's equal parts) and list-form ``all_to_all`` (a tensor per
+peer), unless every part sent and received is the same (equal parts need no splits).
 
 Completeness (``tracecanary.record_completeness``): on exit the operations the gloo
 backend numbered on every process group during the context are compared with what was
@@ -83,6 +83,7 @@ from typing import Any
 
 from tracecanary.errors import InputError
 from tracecanary.formats.ids import TRACE_FORMAT
+from tracecanary.formats.trace import uneven_splits
 from tracecanary.formats.vocab import DTYPES
 from tracecanary.record_completeness import (
     COMPLETENESS_NOTE,
@@ -214,10 +215,9 @@ def _single_splits(send, recv, send_rows, recv_rows, size: int) -> dict:
         total = int(shape[0]) if shape else 1
         return [total // size * per_row] * size
 
-    return {
-        "send_splits": elements(send.shape, send_rows),
-        "recv_splits": elements(getattr(recv, "shape", recv), recv_rows),
-    }
+    return uneven_splits(
+        elements(send.shape, send_rows), elements(getattr(recv, "shape", recv), recv_rows)
+    )
 
 
 def broadcast_buckets(tensors: list, bucket_bytes: int) -> list[list[int]]:
@@ -313,8 +313,12 @@ class Recorder:
             event["bytes"] = _tensor_bytes(tensors)
             event["dtype"] = _dtype_name(tensors[0], call)
         if call == "all_to_all":  # the list form: one tensor per peer, sized each
-            event["send_splits"] = [int(t.numel()) for t in args["input_tensor_list"]]
-            event["recv_splits"] = [int(t.numel()) for t in args["output_tensor_list"]]
+            event.update(
+                uneven_splits(
+                    [int(t.numel()) for t in args["input_tensor_list"]],
+                    [int(t.numel()) for t in args["output_tensor_list"]],
+                )
+            )
         elif call == "all_to_all_single":
             event.update(
                 _single_splits(

@@ -32,7 +32,7 @@ def register(sub) -> None:
     p.add_argument(
         "--workload",
         metavar="NAME",
-        help="a zoo workload (ddp, fsdp2_tp, tp_decode, pp; 4 ranks; see tracecanary.zoo) "
+        help="a zoo workload (ddp, fsdp2_tp, tp_decode, pp, moe; 4 ranks; see tracecanary.zoo) "
         "(default: the built-in probe workload)",
     )
     p.add_argument(

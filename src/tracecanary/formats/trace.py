@@ -85,6 +85,16 @@ def split_values(text: str) -> list[int]:
     return [int(v) for v in text.split(",")] if text else []
 
 
+def uneven_splits(send: list[int], recv: list[int]) -> dict:
+    """The split fields of an all_to_all that sends ``send`` and receives ``recv``
+    (elements per member): ``{"send_splits": send, "recv_splits": recv}``, or {} where
+    every part is the same (an all_to_all without splits is equal parts, so such a trace
+    stays as it always was). The recorder and the Kineto import both decide by this."""
+    if len(set(send) | set(recv)) <= 1:
+        return {}
+    return {"send_splits": list(send), "recv_splits": list(recv)}
+
+
 def with_split_columns(schema):
     """``schema`` (an Arrow schema) with the nullable split columns appended."""
     import pyarrow as pa

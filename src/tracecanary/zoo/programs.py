@@ -116,6 +116,47 @@ def pp(rank: int, world: int, steps: int, dist) -> Iterator[None]:
             schedule.step()
 
 
+def moe(rank: int, world: int, steps: int, dist) -> Iterator[None]:
+    """Mixture-of-Experts, expert parallel over every rank (one expert each): top-1
+    routing, the per-expert token counts exchanged with an int64 ``all_to_all_single``,
+    tokens dispatched and combined with the autograd-aware ``all_to_all_single``
+    (``torch.distributed.nn.functional``; uneven splits that change every step, two more
+    in backward), the router's gradients all_reduced data-parallel."""
+    import warnings
+
+    import torch
+    from torch.distributed.nn.functional import all_to_all_single
+
+    warnings.filterwarnings("ignore", category=FutureWarning)  # torch 2.13 deprecates it
+    width, tokens = 16, 32
+    torch.manual_seed(0)  # one router on every rank
+    router = torch.nn.Linear(width, world)
+    torch.manual_seed(1 + rank)
+    expert = torch.nn.Sequential(
+        torch.nn.Linear(width, 2 * width), torch.nn.ReLU(), torch.nn.Linear(2 * width, width)
+    )
+    opt = torch.optim.SGD([*router.parameters(), *expert.parameters()], lr=1e-2)
+    gen = torch.Generator().manual_seed(100 + rank)
+    yield
+    for _ in range(steps):
+        x = torch.randn(tokens, width, generator=gen)
+        gate, choice = router(x).softmax(-1).max(-1)
+        order = choice.argsort(stable=True)
+        send_counts = torch.bincount(choice, minlength=world)
+        recv_counts = torch.empty_like(send_counts)
+        dist.all_to_all_single(recv_counts, send_counts)
+        send, recv = send_counts.tolist(), recv_counts.tolist()
+        routed = (x * gate.unsqueeze(-1))[order]
+        arrived = all_to_all_single(torch.empty(sum(recv), width), routed, recv, send)
+        done = all_to_all_single(torch.empty(tokens, width), expert(arrived), send, recv)
+        torch.empty_like(done).index_copy(0, order, done).square().mean().backward()
+        for p in router.parameters():
+            dist.all_reduce(p.grad)
+            p.grad /= world
+        opt.step()
+        opt.zero_grad()
+
+
 def _world(n: int) -> list[dict]:
     return [{"desc": "default_pg", "ranks": list(range(n))}]
 
@@ -150,6 +191,14 @@ WORKLOADS: dict[str, Workload] = {
             200,
             "Llama-architecture decoder, tensor parallel over 4 ranks, prefill + KV-cache decode",
             {"tp_size": 4, "pp_size": 1, "groups": _world(4), "p2p": []},
+        ),
+        Workload(
+            "moe",
+            moe,
+            20,
+            "Mixture-of-Experts, expert parallel over 4 ranks: all_to_allv dispatch and "
+            "combine (splits change every step, two more in backward), DP all_reduce",
+            {"tp_size": 1, "pp_size": 1, "groups": _world(4), "p2p": []},
         ),
         Workload(
             "pp",
