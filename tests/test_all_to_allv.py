@@ -394,3 +394,57 @@ def test_upstream_param_replays_the_all_to_allv_export(tmp_path, run_cli):
     assert doc["status"] == "complete"
     rows = pq.read_table(attempt / "rows.parquet").to_pandas()
     assert (rows["op"] == "all_to_allv").sum() == 2 * 2
+
+
+def _nccl_all_to_allv(in_rows: str, out_rows: str, nelems: tuple[int, int]) -> dict:
+    """One NCCL all_to_all_single with split sizes as torch's record_param_comms writes
+    them (rows of dim 0, as text), on a 2-rank world."""
+    from test_kineto_synthetic import kineto, nccl_call, pg
+
+    events = nccl_call(
+        10.0,
+        ext=4,
+        c10d="c10d::alltoall_base_",
+        coll="all_to_allv",
+        nelems=nelems,
+        kernel="ncclDevKernel_SendRecv(x)",
+    )
+    events[1]["args"].update({"In split size": in_rows, "Out split size": out_rows})
+    return kineto(events, pg_config=[pg("0", [0, 1], "default_pg")])
+
+
+def test_kineto_import_reads_nccls_split_sizes_as_elements(tmp_path):
+    from test_kineto_synthetic import write
+
+    from tracecanary.kineto import import_kineto_file
+
+    # rank 0 sends rows [3, 5] and receives [3, 2] of 4 float32 elements each
+    doc = import_kineto_file(write(tmp_path, _nccl_all_to_allv("[3, 5]", "[3, 2]", (32, 20))))
+    validate(doc, "trace", file="synthetic")
+    (event,) = doc["events"]
+    assert (event["op"], event["bytes"]) == ("all_to_all", 128)
+    assert (event["send_splits"], event["recv_splits"]) == ([12, 20], [12, 8])
+
+
+def test_kineto_import_writes_no_splits_for_equal_parts(tmp_path):
+    from test_kineto_synthetic import write
+
+    from tracecanary.kineto import import_kineto_file
+
+    doc = import_kineto_file(write(tmp_path, _nccl_all_to_allv("[4, 4]", "[4, 4]", (32, 32))))
+    assert "send_splits" not in doc["events"][0] and "recv_splits" not in doc["events"][0]
+
+
+def test_kineto_import_refuses_split_sizes_the_profiler_truncated(tmp_path, run_cli):
+    from test_kineto_synthetic import assert_refused, write
+
+    path = write(tmp_path, _nccl_all_to_allv("[3, ..., 5]", "[3, 2]", (32, 20)))
+    line = assert_refused(
+        run_cli,
+        tmp_path,
+        [path],
+        "record 1",
+        "field args.In split size",
+        "truncated by the profiler",
+    )
+    assert "tracecanary capture -- CMD" in line

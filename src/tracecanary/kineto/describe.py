@@ -352,14 +352,13 @@ def describe(call: Call, file: str) -> Described:
                     if not splits.truncated and splits.head:
                         d.group_size_hints.add(len(splits.head))
             if len(concrete) > 4:  # (output, input, pg, output rows, input rows, ...)
-                d.split_rows = (
-                    _split_list(concrete[4], call.c10d.index, file),
-                    _split_list(concrete[3], call.c10d.index, file),
-                )
+                where = (call.c10d.index, "args.Concrete Inputs", file)
+                d.split_rows = (_split_list(concrete[4], *where), _split_list(concrete[3], *where))
                 d.split_field = "args.Concrete Inputs"
     if d.split_rows is None and op == "all_to_all":
+        source = call.rpc if call.rpc is not None else (call.kernels or [call.root])[0]
         rows = tuple(
-            _split_list(meta[k], index, file) if k in meta else None
+            _split_list(meta[k], source.index, f"args.{k}", file) if k in meta else None
             for k in ("In split size", "Out split size")
         )
         if any(rows):  # NCCL's record_param_comms (gloo writes none)
@@ -439,14 +438,14 @@ def _sizes(d: Described, c10d_args: list, ann) -> None:
             return
 
 
-def _split_list(value: Any, index: int, file: str) -> list[int] | None:
+def _split_list(value: Any, index: int, field_name: str, file: str) -> list[int] | None:
     """A recorded split-size list (rows of dim 0), None where empty (equal parts);
     refuses one the profiler truncated or that is not a list of counts."""
     try:
         splits = parse_rank_list(value)
     except ValueError as err:
         raise ImportRefused(
-            f"all_to_all split sizes unreadable: {err}", file=file, record=index, field="args"
+            f"all_to_all split sizes unreadable: {err}", file=file, record=index, field=field_name
         ) from None
     if splits.truncated:
         raise ImportRefused(
@@ -454,10 +453,12 @@ def _split_list(value: Any, index: int, file: str) -> list[int] | None:
             "all_to_allv are not in the trace; record it with tracecanary capture -- CMD",
             file=file,
             record=index,
-            field="args",
+            field=field_name,
         )
     if any(v < 0 for v in splits.head):
-        raise ImportRefused("all_to_all split size below 0", file=file, record=index, field="args")
+        raise ImportRefused(
+            "all_to_all split size below 0", file=file, record=index, field=field_name
+        )
     return list(splits.head) or None
 
 
