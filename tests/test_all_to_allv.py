@@ -448,3 +448,62 @@ def test_kineto_import_refuses_split_sizes_the_profiler_truncated(tmp_path, run_
         "truncated by the profiler",
     )
     assert "tracecanary capture -- CMD" in line
+
+
+RECORDED_PROGRAM = """
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+import torch.multiprocessing as mp
+
+from tracecanary.record import record
+
+
+def work(rank, port, out):
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2
+    )
+    send = [1, 3] if rank == 0 else [2, 2]  # rows of 4 elements
+    recv = [1, 2] if rank == 0 else [3, 2]
+    with record(out):
+        out_rows = torch.empty(sum(recv), 4)
+        dist.all_to_all_single(out_rows, torch.ones(sum(send), 4), recv, send)
+        funcol.wait_tensor(
+            funcol.all_to_all_single(torch.ones(sum(send), 4), recv, send, dist.group.WORLD)
+        )
+        dist.all_to_all([torch.empty(2) for _ in range(2)], [torch.ones(2) for _ in range(2)])
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.spawn(work, args=(int(sys.argv[1]), sys.argv[2]), nprocs=2)
+"""
+
+
+@pytest.mark.slow
+def test_recording_api_records_split_sizes_of_plain_and_functional_all_to_all_single(
+    tmp_path, run_cli
+):
+    from tracecanary.ports import free_local_port
+
+    program = tmp_path / "prog.py"
+    program.write_text(RECORDED_PROGRAM)
+    out = tmp_path / "rec"
+    run = subprocess.run(
+        [sys.executable, program, str(free_local_port()), out],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    splits = {}
+    for rank in (0, 1):
+        events = json.loads((out / f"rank{rank}.json").read_text())["events"]
+        splits[rank] = [(e.get("send_splits"), e.get("recv_splits")) for e in events]
+    # elements = rows x 4; the list-form call with equal parts records none
+    assert splits[0] == [([4, 12], [4, 8])] * 2 + [(None, None)]
+    assert splits[1] == [([8, 8], [12, 8])] * 2 + [(None, None)]
+    code, _, err = run_cli(
+        "merge", out / "rank0.json", out / "rank1.json", "-o", tmp_path / "m.json"
+    )
+    assert code == 0, err
