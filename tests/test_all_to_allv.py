@@ -507,3 +507,22 @@ def test_recording_api_records_split_sizes_of_plain_and_functional_all_to_all_si
         "merge", out / "rank0.json", out / "rank1.json", "-o", tmp_path / "m.json"
     )
     assert code == 0, err
+
+
+def test_columnar_capture_with_split_columns_is_refused_naming_the_formats_that_carry_them(
+    tmp_path, run_cli
+):
+    import pyarrow as pa
+
+    from tracecanary.columnar_capture import write_columnar
+
+    doc = moe_trace()
+    events = doc.pop("events")
+    for event in events:
+        for name in ("send_splits", "recv_splits"):
+            if name in event:
+                event[name] = ",".join(map(str, event[name]))
+    write_columnar(doc, pa.Table.from_pylist(events), tmp_path / "cap.parquet")
+    code, _, err = run_cli("ingest", tmp_path / "cap.parquet", "-o", tmp_path / "out.parquet")
+    assert code == 2 and not (tmp_path / "out.parquet").exists()
+    assert "field send_splits: an uneven all_to_all's splits are read from JSON" in err
