@@ -259,6 +259,19 @@ def test_commitments_cover_the_splits(tmp_path, run_cli):
     assert code == 1, out + err
 
 
+def test_verify_commitments_refuses_a_canary_whose_stated_splits_differ_from_the_source(
+    tmp_path, run_cli
+):
+    src = write_doc(moe_trace(), tmp_path / "t.json")
+    assert run_cli("compile", src, "--lossless", "-o", tmp_path / "c.json")[0] == 0
+    canary = json.loads((tmp_path / "c.json").read_text())
+    canary["signatures"][0]["splits"] = "3,5;3,6"  # rank 1 said to send 3 to rank 0, not 2
+    (tmp_path / "tampered.json").write_text(json.dumps(canary))
+    code, out, err = run_cli("verify-commitments", src, tmp_path / "tampered.json")
+    assert code == 1, out + err
+    assert "occurrence 0 field splits" in out + err
+
+
 def test_split_matrices_that_differ_are_different_signatures(tmp_path):
     doc = moe_trace()
     events = doc["events"]

@@ -44,7 +44,7 @@ from tracecanary.compile.expand import (
 from tracecanary.compile.source import SourceSerialization, serialize_source
 from tracecanary.errors import InputError
 from tracecanary.factorize import sorted_distinct
-from tracecanary.program import OCCURRENCE_COLUMNS, Program
+from tracecanary.program import OCCURRENCE_COLUMNS, SPLITS_COLUMN, Program
 from tracecanary.verify.text_rows import arrow_differs, text_rows
 
 if TYPE_CHECKING:
@@ -240,6 +240,28 @@ def _first_difference(e: _Expansion, col: str, source: Program, stop: int) -> tu
     return None
 
 
+def _first_split_difference(canary: dict, d: Decoded, source: Program, stop: int) -> tuple | None:
+    """(row, the canary's send matrix, the source's) at the first of the first ``stop``
+    occurrences where an all_to_allv's splits (``program.SPLITS_COLUMN``, "" elsewhere)
+    differ; None when none does or neither side has splits."""
+    in_canary = any(SPLITS_COLUMN in sig for sig in canary["signatures"])
+    if not in_canary and SPLITS_COLUMN not in source.column_names:
+        return None
+    stated = np.array([sig.get(SPLITS_COLUMN, "") for sig in canary["signatures"]], dtype=object)
+    for lo in _spans(stop):
+        hi = min(stop, lo + CHUNK_MEMBERS)
+        if SPLITS_COLUMN in source.column_names:
+            held = np.asarray(source.column(SPLITS_COLUMN, object)[lo:hi], dtype=object)
+        else:
+            held = np.full(hi - lo, "", dtype=object)
+        expected = stated[d.sig_ids[lo:hi]]
+        diff = np.flatnonzero(held != expected)
+        if len(diff):
+            i = int(diff[0])
+            return lo + i, str(expected[i]), str(held[i])
+    return None
+
+
 def _check_content(
     source: Program, stop: int, canary: dict, decoded: Decoded | None = None
 ) -> list[dict]:
@@ -262,6 +284,10 @@ def _check_content(
         if first is not None:
             i, expected, found = first
             out.append(_mismatch(f"occurrence {i} field {col}", expected, found))
+    split_row = _first_split_difference(canary, decoded, source, stop)
+    if split_row is not None:
+        i, expected, found = split_row
+        out.append(_mismatch(f"occurrence {i} field {SPLITS_COLUMN}", expected, found))
     # members are sorted by occurrence: those of the first stop occurrences lead
     source_occ = source.member_column("occ")
     n_members = len(source_occ) if stop >= source.n else int(np.searchsorted(source_occ, stop))
