@@ -32,9 +32,7 @@ from bench.common import REPO, WORK
 
 PROGRAMS = ("ddp_train", "tp_fsdp2_train", "pipeline_train", "moe_train")
 # how a program is launched (after ``python``): the MoE program is a torchrun script
-LAUNCHERS = {
-    "moe_train": ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-}
+LAUNCHERS = {"moe_train": ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]}
 STEPS, QUICK_STEPS = 30, 5
 REPS, QUICK_REPS = 3, 1
 
