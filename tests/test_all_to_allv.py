@@ -122,11 +122,16 @@ def test_ingest_refuses_send_splits_without_recv_splits(tmp_path, run_cli):
     assert "record 1: field recv_splits: an uneven all_to_all needs recv_splits" in err
 
 
-def test_ingest_refuses_a_split_that_is_not_a_list_of_counts(tmp_path, run_cli):
+@pytest.mark.parametrize("jsonl", [False, True], ids=["json", "jsonl"])
+@pytest.mark.parametrize("splits", [[-3, 11], [3, None], [3.5, 4.5], "3,5", [3, True]], ids=str)
+def test_ingest_refuses_a_split_that_is_not_a_list_of_counts(tmp_path, run_cli, jsonl, splits):
     doc = moe_trace()
-    doc["events"][0]["send_splits"] = [3, -5]
-    code, err = _refusal(tmp_path, run_cli, doc)
-    assert code == 2 and "field send_splits" in err
+    doc["events"][0]["send_splits"] = splits
+    src = write_doc(doc, tmp_path / ("bad.jsonl" if jsonl else "bad.json"), jsonl=jsonl)
+    code, _, err = run_cli("ingest", src, "-o", tmp_path / "bad.parquet")
+    assert code == 2 and not (tmp_path / "bad.parquet").exists()
+    assert "record 0: field send_splits: must be a list of non-negative integers" in err
+    assert "Traceback" not in err
 
 
 def _merge_refusal(tmp_path, run_cli, doc: dict) -> tuple[int, str]:

@@ -486,6 +486,12 @@ def _check_splits(ev: EventColumns, op_index, gindex, state: TraceState, require
             continue
         codes, labels = ev.texts[name]
         lists = [split_values(label) for label in labels]
+        negative = np.array([any(v < 0 for v in values) for values in lists] + [False])
+        require(
+            ~negative[codes],
+            name,
+            lambda row: "must be a list of non-negative integers (elements of dtype per member)",
+        )
         length = np.array([len(v) for v in lists] + [0], dtype=np.int64)[codes]
         require(
             ~has[name] | (length == group_size),

@@ -304,7 +304,10 @@ def _parse_jsonl_chunk(chunk: bytes) -> pa.RecordBatch | None:
         return None
     if splits:  # the lists as the texts the columns hold (``split_text``)
         for name in SPLIT_FIELDS:
-            texts = [None if v is None else split_text(v) for v in table.column(name).to_pylist()]
+            lists = table.column(name).to_pylist()
+            if any(v is not None and None in v for v in lists):  # located and named slowly
+                raise pa.ArrowInvalid(f"{name} holds null")
+            texts = [None if v is None else split_text(v) for v in lists]
             table = table.set_column(
                 table.schema.get_field_index(name), name, pa.array(texts, type=pa.string())
             )
