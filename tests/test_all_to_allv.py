@@ -544,3 +544,23 @@ def test_columnar_capture_with_split_columns_is_refused_naming_the_formats_that_
     code, _, err = run_cli("ingest", tmp_path / "cap.parquet", "-o", tmp_path / "out.parquet")
     assert code == 2 and not (tmp_path / "out.parquet").exists()
     assert "field send_splits: an uneven all_to_all's splits are read from JSON" in err
+
+
+def test_splits_of_a_group_captured_on_some_ranks_are_checked_among_those_ranks(tmp_path):
+    doc = moe_trace()  # a 3-rank group whose rank 2 was not captured
+    doc["meta"]["world_size"] = 3
+    doc["meta"]["clock_domains"] = [{"id": "h", "ranks": [0, 1, 2]}]
+    doc["groups"] = [{"id": "world", "ranks": [0, 1, 2]}]
+    doc["events"] = [
+        _event(0, 0, "all_to_all", 4 * 10, send_splits=[3, 5, 2], recv_splits=[3, 2, 9]),
+        _event(1, 0, "all_to_all", 4 * 9, send_splits=[2, 7, 0], recv_splits=[5, 7, 1]),
+    ]
+    program = load_program(write_doc(doc, tmp_path / "t.json"))
+    assert program.column("splits").tolist() == ["3,5;2,7"]
+    assert program.column("bytes").tolist() == [40]
+    doc["events"][1]["recv_splits"] = [4, 7, 1]
+    doc["events"][1]["send_splits"] = [2, 7, 0]
+    from tracecanary.errors import MergeError
+
+    with pytest.raises(MergeError, match="rank 0 sends 5 elements to rank 1"):
+        load_program(write_doc(doc, tmp_path / "bad.json"))

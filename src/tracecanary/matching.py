@@ -606,7 +606,7 @@ def _split_matrix(
         zip(members.tolist(), rows.tolist(), dtypes.tolist(), strict=True),
         key=lambda m: position[m[0]],
     )
-    n = len(by_member)
+    n = len(ranks)  # the group's size: what each split list is as long as
     sends, recvs = [], []
     for member, row, dtype in by_member:
         if send.codes[row] >= 0:
@@ -628,19 +628,26 @@ def _split_matrix(
         part = int(nbytes[row]) // (element * n)
         sends.append([part] * n)
         recvs.append([part] * n)
-    for i, (src, _, _) in enumerate(by_member):
-        for j, (dst, _, _) in enumerate(by_member):
-            if sends[i][j] != recvs[j][i]:
-                raise _refuse(
-                    "recv_splits",
-                    group,
-                    instance,
-                    members,
-                    f"rank {src} sends {sends[i][j]} elements to rank {dst}, but rank {dst} "
-                    f"receives {recvs[j][i]} from rank {src} (send_splits of one rank must "
-                    "equal its peer's recv_splits; no splits: equal parts)",
-                )
-    ascending = sorted(range(n), key=lambda i: by_member[i][0])
+    # the splits index the group's members; the occurrence's members may be fewer (a
+    # group captured on some of its ranks): the pairs among them are checked and kept
+    columns = [position[m] for m, _, _ in by_member]
+    send_matrix = np.array(sends, dtype=object)[:, columns]  # exact integers, at once
+    recv_matrix = np.array(recvs, dtype=object)[:, columns]
+    differ = np.argwhere(np.asarray(send_matrix != recv_matrix.T, dtype=bool))
+    if len(differ):
+        i, j = (int(k) for k in differ[0])
+        src, dst = by_member[i][0], by_member[j][0]
+        raise _refuse(
+            "recv_splits",
+            group,
+            instance,
+            members,
+            f"rank {src} sends {send_matrix[i, j]} elements to rank {dst}, but rank {dst} "
+            f"receives {recv_matrix[j, i]} from rank {src} (send_splits of one rank must "
+            "equal its peer's recv_splits; no splits: equal parts)",
+        )
+    sends = send_matrix.tolist()
+    ascending = sorted(range(len(by_member)), key=lambda i: by_member[i][0])
     return ";".join(split_text([sends[i][j] for j in ascending]) for i in ascending)
 
 
