@@ -92,13 +92,20 @@ def test_pp_workload_hands_activations_between_stages_by_send_recv(tmp_path, run
 
 def test_moe_workload_dispatches_by_all_to_allv_read_from_its_kineto_traces(tmp_path, run_cli):
     """The Kineto import reads each all_to_all_single's split sizes (the c10d op's
-    Concrete Inputs: gloo writes no record_param_comms); merge checks them across ranks;
-    the merged trace searches to a verified canary, exports as all_to_allv and replays on
-    4 gloo ranks with every row correct."""
+    Concrete Inputs: gloo writes no record_param_comms); merge settles the expert- and
+    data-parallel groups (an all_to_allv's bytes differ by design: not compared) and
+    checks the splits across ranks; the merged trace searches to a verified canary,
+    exports as all_to_allv and replays on 4 gloo ranks with every row correct."""
     header, events = _capture_and_merge("moe", tmp_path, run_cli)
+    ranks = {g["id"]: g["ranks"] for g in header["groups"]}
     rank0 = [e for e in events if e["rank"] == 0]
-    per_step = ["all_to_all"] * 5 + ["all_reduce"] * 2  # counts, dispatch, combine, 2 backward
+    # counts, dispatch, combine, 2 in backward; 4 expert gradients over dp, 2 router ones
+    per_step = ["all_to_all"] * 5 + ["all_reduce"] * 6
     assert [e["op"] for e in rank0] == per_step * SHORT_STEPS["moe"]
+    assert {ranks[e["group"]][-1] for e in rank0 if e["op"] == "all_to_all"} == {1}  # ep [0, 1]
+    assert [ranks[e["group"]] for e in rank0 if e["op"] == "all_reduce"][:6] == (
+        [[0, 2]] * 4 + [[0, 1, 2, 3]] * 2
+    )
     uneven = [e for e in rank0 if "send_splits" in e]
     assert len(uneven) == 4 * SHORT_STEPS["moe"]
     assert all(sum(e["send_splits"]) * 4 == e["bytes"] for e in uneven)
