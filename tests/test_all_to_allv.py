@@ -564,3 +564,23 @@ def test_splits_of_a_group_captured_on_some_ranks_are_checked_among_those_ranks(
 
     with pytest.raises(MergeError, match="rank 0 sends 5 elements to rank 1"):
         load_program(write_doc(doc, tmp_path / "bad.json"))
+
+
+@pytest.mark.parametrize("ablation", ["order", "tail", "skew", "overlap"])
+def test_ablations_move_an_all_to_allv_with_its_slowest_pair(tmp_path, ablation):
+    from tracecanary.sim.engine import all_to_allv_bytes, prepare
+
+    doc = moe_trace()
+    doc["events"] += [
+        _event(0, 2, "all_to_all", 4 * 10, send_splits=[1, 9], recv_splits=[1, 1]),
+        _event(1, 2, "all_to_all", 4 * 2, send_splits=[1, 1], recv_splits=[9, 1]),
+        *(dict(e, seq=3, ts_ns=3000 + e["rank"]) for e in doc["events"][:2]),  # first again
+    ]
+    program = load_program(write_doc(doc, tmp_path / "t.json"))
+    priced = all_to_allv_bytes(program, program.column("bytes", "int64"))
+    assert priced.tolist() == [2 * 5 * 4, 64, 2 * 9 * 4, 2 * 5 * 4]  # n x largest pair x 4 B
+    prepared = prepare(program, [ablation])
+    if ablation == "order":  # by signature: the repeated all_to_allv moves up beside its first
+        assert prepared.occ.tolist() == [0, 3, 1, 2]
+    assert prepared.bytes.tolist() == priced[prepared.occ].tolist()
+    assert sorted(prepared.bytes.tolist()) == sorted(priced.tolist())

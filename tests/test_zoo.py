@@ -95,7 +95,8 @@ def test_moe_workload_dispatches_by_all_to_allv_read_from_its_kineto_traces(tmp_
     Concrete Inputs: gloo writes no record_param_comms); merge settles the expert- and
     data-parallel groups (an all_to_allv's bytes differ by design: not compared) and
     checks the splits across ranks; the merged trace searches to a verified canary,
-    exports as all_to_allv and replays on 4 gloo ranks with every row correct."""
+    exports as all_to_allv and replays on 4 gloo ranks with every row correct, and in
+    upstream PARAM where its snapshot is present."""
     header, events = _capture_and_merge("moe", tmp_path, run_cli)
     ranks = {g["id"]: g["ranks"] for g in header["groups"]}
     rank0 = [e for e in events if e["rank"] == 0]
@@ -130,3 +131,16 @@ def test_moe_workload_dispatches_by_all_to_allv_read_from_its_kineto_traces(tmp_
     assert code == 0, err
     doc = json.loads((attempt / "attempt.json").read_text())
     assert doc["status"] == "complete" and doc["correctness"]["incorrect_rows"] == 0
+    param = REPO.parent / "shared" / "param_upstream"
+    if not (param / "train/comms/pt/commsTraceReplay.py").is_file():
+        return  # upstream PARAM is optional evidence (tests/test_param_upstream.py)
+    upstream = tmp_path / "upstream"
+    target = ["--target", "param-1e115ff"]
+    assert run_cli("export-param", canary, "-o", upstream, *target)[0] == 0
+    code, _, err = run_cli(
+        "replay-param", upstream, "--param", param, "--nproc", "4", "--iters", "1",
+        "-o", tmp_path / "upstream-attempt",
+    )  # fmt: skip
+    assert code == 0, err
+    rows = json.loads((tmp_path / "upstream-attempt" / "attempt.json").read_text())
+    assert rows["status"] == "complete"
