@@ -242,7 +242,8 @@ def test_lossless_canary_keeps_every_split_and_expands_to_the_same_events(tmp_pa
     assert run_cli("compile", src, "--lossless", "-o", tmp_path / "c.json")[0] == 0
     canary = json.loads((tmp_path / "c.json").read_text())
     validate(canary, "canary", file="c.json")
-    assert [s.get("splits") for s in canary["signatures"]] == ["3,5;2,7", ""]
+    assert canary["splits"] == {"values": ["3,5;2,7"], "records": [[0, 1], [-1, 1]]}
+    assert all("splits" not in signature for signature in canary["signatures"])
     assert run_cli("expand", tmp_path / "c.json", "-o", tmp_path / "e.json")[0] == 0
     expanded = json.loads((tmp_path / "e.json").read_text())["events"]
     a2a = [e for e in expanded if e["op"] == "all_to_all"]
@@ -270,14 +271,14 @@ def test_verify_commitments_refuses_a_canary_whose_stated_splits_differ_from_the
     src = write_doc(moe_trace(), tmp_path / "t.json")
     assert run_cli("compile", src, "--lossless", "-o", tmp_path / "c.json")[0] == 0
     canary = json.loads((tmp_path / "c.json").read_text())
-    canary["signatures"][0]["splits"] = "3,5;3,6"  # rank 1 said to send 3 to rank 0, not 2
+    canary["splits"]["values"][0] = "3,5;3,6"  # rank 1 said to send 3 to rank 0, not 2
     (tmp_path / "tampered.json").write_text(json.dumps(canary))
     code, out, err = run_cli("verify-commitments", src, tmp_path / "tampered.json")
     assert code == 1, out + err
     assert "occurrence 0 field splits" in out + err
 
 
-def test_split_matrices_that_differ_are_different_signatures(tmp_path):
+def test_all_to_allvs_that_differ_only_in_their_matrices_share_one_signature(tmp_path):
     doc = moe_trace()
     events = doc["events"]
     again = [
@@ -289,8 +290,10 @@ def test_split_matrices_that_differ_are_different_signatures(tmp_path):
     doc["events"] = events + again
     program = load_program(write_doc(doc, tmp_path / "t.json"))
     ids, table = program.signatures()
-    assert ids.tolist() == [0, 1, 0, 2]
-    assert [s["splits"] for s in table] == ["3,5;2,7", "", "4,4;5,4"]
+    assert ids.tolist() == [0, 1, 0, 0]  # the matrices travel per occurrence, not by signature
+    assert [s["bytes"] for s in table] == [36, 64]  # the first occurrence's buffer
+    assert all("splits" not in signature for signature in table)
+    assert program.column("splits").tolist() == ["3,5;2,7", "", "3,5;2,7", "4,4;5,4"]
 
 
 def test_all_to_allv_cost_follows_its_slowest_pair_not_its_mean():
@@ -580,7 +583,45 @@ def test_ablations_move_an_all_to_allv_with_its_slowest_pair(tmp_path, ablation)
     priced = all_to_allv_bytes(program, program.column("bytes", "int64"))
     assert priced.tolist() == [2 * 5 * 4, 64, 2 * 9 * 4, 2 * 5 * 4]  # n x largest pair x 4 B
     prepared = prepare(program, [ablation])
-    if ablation == "order":  # by signature: the repeated all_to_allv moves up beside its first
-        assert prepared.occ.tolist() == [0, 3, 1, 2]
+    if ablation == "order":  # by signature: the all_to_allvs (one signature) run first
+        assert prepared.occ.tolist() == [0, 2, 3, 1]
     assert prepared.bytes.tolist() == priced[prepared.occ].tolist()
     assert sorted(prepared.bytes.tolist()) == sorted(priced.tolist())
+
+
+def _steps_trace(steps: int) -> dict:
+    """Two ranks, ``steps`` steps of an all_to_allv whose matrix changes every step then
+    an all_reduce, 1 ms apart."""
+    doc = moe_trace()
+    events = []
+    for step in range(steps):
+        a, b = 2 + step % 3, 5 - step % 3  # rank 0 sends a to itself, b to rank 1
+        c, d = 1 + step % 2, 6  # rank 1 sends c to rank 0, d to itself
+        sides = [
+            (0, dict(bytes=4 * (a + b), send_splits=[a, b], recv_splits=[a, c])),
+            (1, dict(bytes=4 * (c + d), send_splits=[c, d], recv_splits=[b, d])),
+        ]
+        for rank, fields in sides:
+            issue = 1_000_000 * step + rank
+            events.append({**_event(rank, 2 * step, "all_to_all", 0), **fields, "ts_ns": issue})
+            events.append(
+                {**_event(rank, 2 * step + 1, "all_reduce", 64), "ts_ns": issue + 500_000}
+            )
+    doc["events"] = events
+    return doc
+
+
+def test_reduced_execution_skips_steps_and_keeps_every_executed_matrix_exact(tmp_path, run_cli):
+    src = write_doc(_steps_trace(12), tmp_path / "t.json")
+    out = tmp_path / "c.json"
+    code, _, err = run_cli("compile", src, "--lossless", "--max-executed-repeats", "2", "-o", out)
+    assert code == 0, err
+    canary = json.loads(out.read_text())
+    assert len(canary["signatures"]) == 2  # every step's all_to_allv is one signature
+    assert run_cli("verify-commitments", src, out)[0] == 0
+    source = load_program(src)
+    executed = load_program(out, executed=True)
+    assert executed.n < source.n
+    logical = executed.column("logical_occ").astype(int)
+    assert executed.column("splits").tolist() == source.column("splits")[logical].tolist()
+    assert executed.column("bytes").tolist() == source.column("bytes")[logical].tolist()

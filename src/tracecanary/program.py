@@ -90,8 +90,10 @@ SPLITS_COLUMN = "splits"
 split sizes (an uneven all_to_all, ``formats.trace.SPLIT_FIELDS``): for such an
 occurrence its send matrix, row i the elements of ``dtype`` that its i-th member sends to
 each member (members in ascending rank order), rows joined by ``;`` and values by ``,``; ""
-for every other occurrence. Its ``bytes`` is then the largest member's send buffer. Where
-present it is a signature field after ``SIGNATURE_COLUMNS``."""
+for every other occurrence. Its ``bytes`` is then the largest member's send buffer. It is
+not a signature field: the all_to_allvs that agree on everything but their matrices (and
+so their buffers) share one signature (``Program.signature_rows``; the signature's
+``bytes`` is its first occurrence's), and a canary carries the matrices per occurrence."""
 
 
 @dataclass(frozen=True)
@@ -353,11 +355,18 @@ class Program:
 
     @property
     def signature_columns(self) -> tuple[str, ...]:
-        """The fields of a signature: ``SIGNATURE_COLUMNS``, then ``SPLITS_COLUMN`` where
-        the program has it."""
-        if SPLITS_COLUMN in self.column_names:
-            return (*SIGNATURE_COLUMNS, SPLITS_COLUMN)
+        """The fields of a signature (``SIGNATURE_COLUMNS``)."""
         return SIGNATURE_COLUMNS
+
+    def _identity_bytes(self) -> np.ndarray | None:
+        """``bytes`` as a signature's identity reads it where the program has splits: -1
+        for every all_to_allv (its send matrix and so its buffer change from step to step;
+        one signature stands for them all, the matrices travel per occurrence), else
+        None (the column itself)."""
+        if SPLITS_COLUMN not in self.column_names:
+            return None
+        uneven = self.column(SPLITS_COLUMN, object) != ""
+        return np.where(uneven, -1, self.column("bytes", np.int64))
 
     def signature_rows(self) -> tuple[np.ndarray, np.ndarray]:
         """(signature id per occurrence, the first occurrence of each signature).
@@ -381,8 +390,12 @@ class Program:
 
         n = len(self._occ)
         combined = np.zeros(n, dtype=np.int64)
+        identity_bytes = self._identity_bytes()
         for name in self.signature_columns:
-            codes, uniques = pd.factorize(self._occ[name], sort=False, use_na_sentinel=False)
+            values = self._occ[name]
+            if name == "bytes" and identity_bytes is not None:
+                values = identity_bytes
+            codes, uniques = pd.factorize(values, sort=False, use_na_sentinel=False)
             # combined < n and codes < len(uniques) <= n: the key stays below n^2
             combined, _ = pd.factorize(combined * len(uniques) + codes.astype(np.int64), sort=False)
             combined = combined.astype(np.int64)
@@ -394,9 +407,12 @@ class Program:
         before it could pass 2**62), whose first-appearance codes are the ids."""
         key = np.zeros(self.n, dtype=np.int64)
         bound = 1  # every key value is below this
+        identity_bytes = self._identity_bytes()
         for name in self.signature_columns:
             if OCCURRENCE_COLUMNS.get(name, "str") == "str":
                 codes, uniques = self.factorized(name, sort=False)
+            elif name == "bytes" and identity_bytes is not None:
+                codes, uniques = factorize(identity_bytes)
             else:
                 codes, uniques = factorize(self.column(name))
             if bound * max(len(uniques), 1) > 1 << 62:

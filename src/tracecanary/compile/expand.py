@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracecanary.compile import timing_streams
+from tracecanary.compile import splits, timing_streams
 from tracecanary.compile.reductions import executed_selection, read_reductions
 from tracecanary.compile.structure import expand_structure, member_positions, structure_length
 from tracecanary.compile.timing_streams import FIELDS
@@ -48,11 +48,8 @@ def _signature_columns(canary: dict, sig_ids: np.ndarray) -> dict[str, np.ndarra
     if len(sig_ids) and (sig_ids.min() < 0 or sig_ids.max() >= len(sigs)):
         raise InputError("structure refers to a signature that does not exist", field="structure")
     columns: dict[str, np.ndarray | TextColumn] = {}
-    keys = ("op", "dtype", "group", "phase", "stream", "bytes", "root")
-    if any(SPLITS_COLUMN in s for s in sigs):  # an all_to_allv's splits: a signature field
-        keys = (*keys, SPLITS_COLUMN)
-    for key in keys:
-        values = [s.get(key, "") if key == SPLITS_COLUMN else s[key] for s in sigs]
+    for key in ("op", "dtype", "group", "phase", "stream", "bytes", "root"):
+        values = [s[key] for s in sigs]
         if key in ("bytes", "root") or not all(type(v) is str for v in values):
             columns[key] = signature_column(canary, key, sig_ids)
         else:
@@ -68,7 +65,7 @@ def signature_column(canary: dict, key: str, sig_ids: np.ndarray):
     sigs = canary["signatures"]
     if key in ("bytes", "root"):
         return np.array([int(s[key]) for s in sigs], dtype=np.int64)[sig_ids]
-    values = [s.get(key, "") if key == SPLITS_COLUMN else s[key] for s in sigs]
+    values = [s[key] for s in sigs]
     if all(type(v) is str for v in values):
         import pandas as pd
         import pyarrow as pa
@@ -101,6 +98,9 @@ class Decoded:
     tail: np.ndarray
     rank_table: np.ndarray  # the groups' ranks, concatenated in sorted group order
     rank_starts: np.ndarray  # per occurrence: where its group's ranks start in rank_table
+    # all_to_allv send matrices (``compile.splits``): code per occurrence (-1: none) into
+    # the canary's ``splits.values``; None for a canary without a splits stream
+    split_codes: np.ndarray | None = None
 
     def rank_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         """(first member index, the ranks of a block of consecutive members) for blocks
@@ -175,7 +175,25 @@ def decode_canary(canary: dict, *, ranks: bool = True) -> Decoded:
     if len(tail) != n:
         raise InputError(f"tail flags cover {len(tail)} occurrences, not {n}", field="flags.tail")
     _check_reductions(records)
-    return dataclasses.replace(decoded, ranks=all_ranks, values=values, masks=masks, tail=tail)
+    split_codes = None
+    if splits.FIELD in canary:
+        split_codes, _ = splits.decode_splits(canary[splits.FIELD], n)
+    return dataclasses.replace(
+        decoded, ranks=all_ranks, values=values, masks=masks, tail=tail, split_codes=split_codes
+    )
+
+
+def with_splits(canary: dict, d: Decoded, columns: dict) -> dict:
+    """``columns`` (``_signature_columns`` of every logical occurrence) with each
+    occurrence's all_to_allv matrix (``program.SPLITS_COLUMN``) and, where it has one, the
+    ``bytes`` it derives (``compile.splits``); unchanged for a canary without matrices."""
+    if d.split_codes is None:
+        return columns
+    codes = d.split_codes
+    literals = ("", *canary[splits.FIELD]["values"])  # code -1 -> literal 0: no matrix
+    columns[SPLITS_COLUMN] = TextColumn(codes + 1, literals)
+    columns["bytes"] = splits.split_bytes(canary, d.sig_ids, codes, columns["bytes"])
+    return columns
 
 
 def _check_reductions(records: list[dict]) -> None:
@@ -203,7 +221,7 @@ def logical_occurrences(canary: dict, d: Decoded) -> Program:
     decoded arrays. What a replay reads besides each occurrence's member skews (those
     come from ``d`` directly: ``sim.engine.grouped_skews``)."""
     occurrences = {
-        **_signature_columns(canary, d.sig_ids),
+        **with_splits(canary, d, _signature_columns(canary, d.sig_ids)),
         "group_size": d.sizes,
         "gap_ns": d.values["gap"],
         "overlap_ns": d.values["overlap"],
@@ -295,7 +313,7 @@ def expand_canary(canary: dict, executed: bool = False) -> Program:
     """The program a canary stands for (logical) or runs (executed)."""
     d = decode_canary(canary)
     n = len(d.sig_ids)
-    cols = _signature_columns(canary, d.sig_ids)
+    cols = with_splits(canary, d, _signature_columns(canary, d.sig_ids))
     sizes, ranks, values, masks, tail = d.sizes, d.ranks, d.values, d.masks, d.tail
     skew_known = bool(canary["source"]["skew_known"])
     occurrences = {
