@@ -1,6 +1,7 @@
 """Users' own programs recorded unmodified: each training loop of
-``examples/user_programs`` (DDP, DTensor TP x FSDP2, pipelining; gloo on CPU) run plain
-and under ``tracecanary capture -o DIR -- python PROGRAM STEPS``, alternating, REPS times
+``examples/user_programs`` (DDP, DTensor TP x FSDP2, pipelining, Mixture-of-Experts under
+``torchrun --standalone --nproc-per-node 2``; gloo on CPU) run plain and under
+``tracecanary capture -o DIR -- python PROGRAM STEPS``, alternating, REPS times
 each; then the last capture's merged trace is searched as ``bench_zoo`` searches
 (``bench_zoo.search_merged``: the CLI's default configurations, its budgets).
 
@@ -29,7 +30,9 @@ import time
 from bench.bench_zoo import reduction_row, search_merged
 from bench.common import REPO, WORK
 
-PROGRAMS = ("ddp_train", "tp_fsdp2_train", "pipeline_train")
+PROGRAMS = ("ddp_train", "tp_fsdp2_train", "pipeline_train", "moe_train")
+# how a program is launched (after ``python``): the MoE program is a torchrun script
+LAUNCHERS = {"moe_train": ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]}
 STEPS, QUICK_STEPS = 30, 5
 REPS, QUICK_REPS = 3, 1
 
@@ -49,11 +52,12 @@ def measure(name: str, steps: int, reps: int) -> dict:
     program = str(REPO / "examples" / "user_programs" / f"{name}.py")
     out = WORK / "recorded" / f"{name}-{steps}"
     plain, captured = [], []
+    command = [sys.executable, *LAUNCHERS.get(name, []), program, str(steps)]
     for _ in range(reps):
-        plain.append(_timed([sys.executable, program, str(steps)]))
+        plain.append(_timed(command))
         shutil.rmtree(out, ignore_errors=True)
         cli = [sys.executable, "-m", "tracecanary", "capture", "-o", str(out)]
-        captured.append(_timed([*cli, "--", sys.executable, program, str(steps)]))
+        captured.append(_timed([*cli, "--", *command]))
     ratios = sorted(c / p for c, p in zip(captured, plain, strict=True))
     merged = out / "merged.jsonl.gz"
     with gzip.open(merged, "rt") as lines:

@@ -7,14 +7,17 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from tracecanary.formats.schemas import validate
 
+REPO = Path(__file__).resolve().parents[1]
+
 pytestmark = pytest.mark.slow
 
-SHORT_STEPS = {"ddp": 2, "fsdp2_tp": 2, "tp_decode": 3, "pp": 2}
+SHORT_STEPS = {"ddp": 2, "fsdp2_tp": 2, "tp_decode": 3, "pp": 2, "moe": 3}
 
 
 def _capture_and_merge(name: str, tmp_path, run_cli) -> tuple[dict, list[dict]]:
@@ -122,3 +125,59 @@ def test_a_workload_is_refused_on_a_world_size_it_cannot_run_on(tmp_path, run_cl
     assert code == 2
     assert "fsdp2_tp runs on 4 ranks, not 2" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_moe_workload_dispatches_by_all_to_allv_read_from_its_kineto_traces(tmp_path, run_cli):
+    """The Kineto import reads each all_to_all_single's split sizes (the c10d op's
+    Concrete Inputs: gloo writes no record_param_comms); merge settles the expert- and
+    data-parallel groups (an all_to_allv's bytes differ by design: not compared) and
+    checks the splits across ranks; the merged trace searches to a verified canary,
+    exports as all_to_allv and replays on 4 gloo ranks with every row correct, and in
+    upstream PARAM where its snapshot is present."""
+    header, events = _capture_and_merge("moe", tmp_path, run_cli)
+    ranks = {g["id"]: g["ranks"] for g in header["groups"]}
+    rank0 = [e for e in events if e["rank"] == 0]
+    # counts, dispatch, combine, 2 in backward; 4 expert gradients over dp, 2 router ones
+    per_step = ["all_to_all"] * 5 + ["all_reduce"] * 6
+    assert [e["op"] for e in rank0] == per_step * SHORT_STEPS["moe"]
+    assert {ranks[e["group"]][-1] for e in rank0 if e["op"] == "all_to_all"} == {1}  # ep [0, 1]
+    assert [ranks[e["group"]] for e in rank0 if e["op"] == "all_reduce"][:6] == (
+        [[0, 2]] * 4 + [[0, 1, 2, 3]] * 2
+    )
+    uneven = [e for e in rank0 if "send_splits" in e]
+    assert len(uneven) == 4 * SHORT_STEPS["moe"]
+    assert all(sum(e["send_splits"]) * 4 == e["bytes"] for e in uneven)
+    dispatches = [tuple(e["send_splits"]) for e in uneven[::4]]
+    assert len(set(dispatches)) > 1  # routing changes the splits from step to step
+    merged = tmp_path / "moe.jsonl.gz"
+    backends = REPO / "config" / "backends.yaml"
+    canary, log = tmp_path / "canary.json", tmp_path / "search.json"
+    code, _, err = run_cli(
+        "search", merged, "--budgets", "0,2,8", "--backends", backends, "-o", canary, "--log", log
+    )
+    assert code == 0, err
+    export = tmp_path / "export"
+    assert run_cli("export-param", canary, "-o", export)[0] == 0
+    entries = json.loads((export / "0.json").read_text())
+    assert sum(e["comms"] == "all_to_allv" for e in entries) >= 4
+    attempt = tmp_path / "attempt"
+    code, _, err = run_cli(
+        "replay-physical", export, "--backend", "gloo", "--nproc", "4", "--iters", "1",
+        "--warmup", "1", "-o", attempt,
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads((attempt / "attempt.json").read_text())
+    assert doc["status"] == "complete" and doc["correctness"]["incorrect_rows"] == 0
+    param = REPO.parent / "shared" / "param_upstream"
+    if not (param / "train/comms/pt/commsTraceReplay.py").is_file():
+        return  # upstream PARAM is optional evidence (tests/test_param_upstream.py)
+    upstream = tmp_path / "upstream"
+    target = ["--target", "param-1e115ff"]
+    assert run_cli("export-param", canary, "-o", upstream, *target)[0] == 0
+    code, _, err = run_cli(
+        "replay-param", upstream, "--param", param, "--nproc", "4", "--iters", "1",
+        "-o", tmp_path / "upstream-attempt",
+    )  # fmt: skip
+    assert code == 0, err
+    rows = json.loads((tmp_path / "upstream-attempt" / "attempt.json").read_text())
+    assert rows["status"] == "complete"

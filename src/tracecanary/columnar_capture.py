@@ -31,7 +31,12 @@ from pathlib import Path
 import pyarrow as pa
 
 from tracecanary.errors import InputError, ResourceLimitExceeded, SchemaError
-from tracecanary.formats.trace import EVENT_SCHEMA, check_header_limits, validate_header
+from tracecanary.formats.trace import (
+    EVENT_SCHEMA,
+    SPLIT_FIELDS,
+    check_header_limits,
+    validate_header,
+)
 from tracecanary.limits import Limits, parse_json_bytes
 
 HEADER_KEY = b"tracecanary.header"
@@ -90,6 +95,13 @@ def _header(path: str, schema: pa.Schema, limits: Limits) -> dict:
 
 def _check_columns(path: str, schema: pa.Schema) -> None:
     for column in schema:
+        if column.name in SPLIT_FIELDS:
+            raise SchemaError(
+                "an uneven all_to_all's splits are read from JSON and JSON Lines traces, not "
+                "from columnar captures: write this capture as JSON (Lines)",
+                file=path,
+                field=column.name,
+            )
         if column.name not in EVENT_SCHEMA.names:
             raise SchemaError(
                 f"column {column.name!r} is not an event field", file=path, field=column.name

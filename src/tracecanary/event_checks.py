@@ -23,8 +23,15 @@ import numpy as np
 from tracecanary.clocks.status import SkewStatus, decide_skew
 from tracecanary.columns import CodedText, IntColumn
 from tracecanary.errors import InputError, ResourceLimitExceeded, SchemaError, TimingError
-from tracecanary.formats.trace import INT_FIELDS, STR_FIELDS, TIME_FIELDS
-from tracecanary.formats.vocab import OP_RE, OPS, P2P_OPS, ROOTED_OPS
+from tracecanary.formats.trace import (
+    INT_FIELDS,
+    SPLIT_FIELDS,
+    STR_FIELDS,
+    TIME_FIELDS,
+    split_text,
+    split_values,
+)
+from tracecanary.formats.vocab import DTYPE_BYTES, OP_RE, OPS, P2P_OPS, ROOTED_OPS
 from tracecanary.limits import Limits, current_limits
 
 _OP_INDEX = {name: i for i, name in enumerate(OPS)}
@@ -48,7 +55,8 @@ class EventColumns:
     ``present[name]``: bool per event, or None when every event has the field.
     ``texts[name]`` (at least every ``CHECKED_TEXT_FIELDS`` name; ``from_dicts`` gives
     every ``STR_FIELDS`` name): (codes, labels), integer codes with -1 where the event
-    lacks the field, labels the distinct texts (code i is labels[i])."""
+    lacks the field, labels the distinct texts (code i is labels[i]); the
+    ``SPLIT_FIELDS`` are texts too (``split_text``), present only where a batch has them."""
 
     n: int
     ints: dict[str, np.ndarray]
@@ -105,6 +113,20 @@ class EventColumns:
                 count=n,
             )
             texts[name] = (codes, list(index))
+        if any(name in event for event in events for name in SPLIT_FIELDS):
+            for name in SPLIT_FIELDS:
+                index = {}
+                codes = np.fromiter(
+                    (
+                        -1
+                        if (v := event.get(name)) is None
+                        else index.setdefault(split_text(v), len(index))
+                        for event in events
+                    ),
+                    dtype=np.int64,
+                    count=n,
+                )
+                texts[name] = (codes, list(index))
         return cls(n, ints, present, texts)
 
 
@@ -427,6 +449,78 @@ def check_events(path: str, first_index: int, ev: EventColumns, state: TraceStat
     if state.first_without_gap is None and not has_gap.all():
         state.first_without_gap = (path, first_index + _first_false(has_gap))
 
+    if any(name in ev.texts for name in SPLIT_FIELDS):
+        _check_splits(ev, op_index, gindex, state, require)
     issue = _issue_times(path, first_index, rank, seq, ts, gap, has_ts, has_gap, state)
     state.events += n
     return issue
+
+
+_ALL_TO_ALL = OPS.index("all_to_all")
+
+
+def _check_splits(ev: EventColumns, op_index, gindex, state: TraceState, require) -> None:
+    """An all_to_allv's splits, event by event: only on all_to_all, both or neither, one
+    per member of the group, the send total (elements x the dtype's size) equal to
+    ``bytes``. That a send split equals its peer's receive split is checked where the
+    members meet (``matching``)."""
+    n = ev.n
+    has = {name: ev.has(name) if name in ev.texts else np.zeros(n, bool) for name in SPLIT_FIELDS}
+    op = lambda row: ev.text("op", row)  # noqa: E731
+    for name in SPLIT_FIELDS:
+        require(
+            ~has[name] | (op_index == _ALL_TO_ALL),
+            name,
+            lambda row: f"splits are meaningful only for all_to_all, not {op(row)}",
+        )
+    for name, other in (SPLIT_FIELDS, SPLIT_FIELDS[::-1]):
+        require(
+            ~has[other] | has[name],
+            name,
+            lambda row, name=name, other=other: f"an uneven all_to_all needs {name} beside {other}",
+        )
+    sizes = np.array([len(ranks) for ranks in state.groups.values()] + [0], dtype=np.int64)
+    group_size = sizes[gindex]
+    for name in SPLIT_FIELDS:
+        if name not in ev.texts:
+            continue
+        codes, labels = ev.texts[name]
+        lists = [split_values(label) for label in labels]
+        negative = np.array([any(v < 0 for v in values) for values in lists] + [False])
+        require(
+            ~negative[codes],
+            name,
+            lambda row: "must be a list of non-negative integers (elements of dtype per member)",
+        )
+        length = np.array([len(v) for v in lists] + [0], dtype=np.int64)[codes]
+        require(
+            ~has[name] | (length == group_size),
+            name,
+            lambda row, length=length: (
+                f"{length[row]} splits for a group of {group_size[row]} ranks "
+                f"({ev.text('group', row)!r}): one per member"
+            ),
+        )
+        if name != "send_splits":
+            continue
+        total = np.array([sum(v) for v in lists] + [0], dtype=object)[codes]
+        dtype_codes, dtype_labels = ev.texts["dtype"]
+        size = np.array([DTYPE_BYTES.get(d, 0) for d in dtype_labels] + [0], dtype=np.int64)
+        element = size[dtype_codes]
+        require(
+            ~has[name] | (element > 0),
+            "dtype",
+            lambda row: (
+                f"splits count elements: dtype {ev.text('dtype', row)!r} has no known size "
+                f"(use one of {', '.join(DTYPE_BYTES)})"
+            ),
+        )
+        wanted = ev.ints["bytes"]
+        require(
+            ~has[name] | np.asarray(total * element == wanted.astype(object), dtype=bool),
+            name,
+            lambda row, total=total, element=element, wanted=wanted: (
+                f"send splits total {total[row]} elements x {element[row]} bytes = "
+                f"{total[row] * element[row]} bytes, but bytes is {wanted[row]}"
+            ),
+        )

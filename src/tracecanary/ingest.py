@@ -66,12 +66,16 @@ from tracecanary.formats.trace import (
     EVENT_SCHEMA,
     INT_FIELDS,
     NORMALIZED_SCHEMA,
+    SPLIT_FIELDS,
     check_event_dict,
     check_header_limits,
     clock_of_ranks,
     expand_groups,
+    has_splits,
     merge_headers,
+    split_text,
     validate_header,
+    with_split_columns,
 )
 from tracecanary.limits import Limits, current_limits, open_input, parse_json_bytes
 from tracecanary.parquet_io import ROW_GROUP_SIZE, WRITER_OPTIONS
@@ -119,6 +123,7 @@ class _Source:
     batches: Iterator[tuple[int, pa.RecordBatch]]
     digest: _StreamDigest | None = None
     stream: BinaryIO | None = None
+    splits: bool = False  # whether its events carry SPLIT_FIELDS (JSON documents only)
 
     def sha256(self) -> str:
         """The input's SHA-256 (once its batches have been read)."""
@@ -161,7 +166,8 @@ def _open_source(path: str, limits: Limits, *, hash_input: bool = True) -> _Sour
             raise SchemaError("a JSON Lines header must not hold events", file=path, field="events")
         return _Source(path, header, _jsonl_batches(path, stream), digest, stream)
     doc = load_trace_document(path, limits)
-    return _Source(path, doc, _json_batches(path, doc["events"]))
+    splits = has_splits(doc["events"])
+    return _Source(path, doc, _json_batches(path, doc["events"], splits), splits=splits)
 
 
 def _header_and_batches(
@@ -173,12 +179,22 @@ def _header_and_batches(
     return source.header, source.batches
 
 
-def _json_batches(path: str, events: list) -> Iterator[tuple[int, pa.RecordBatch]]:
+def _json_batches(
+    path: str, events: list, splits: bool = False
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """Batches of a JSON document's events; with ``splits``, the split columns appended
+    (``split_text`` of each list)."""
     step = JSON_BATCH_EVENTS
+    schema = with_split_columns(EVENT_SCHEMA) if splits else EVENT_SCHEMA
     for start in range(0, len(events), step):
         chunk = events[start : start + step]
         check_event_objects(path, chunk, start)
-        yield start, pa.RecordBatch.from_pylist(chunk, schema=EVENT_SCHEMA)
+        if splits:
+            chunk = [
+                {k: split_text(v) if k in SPLIT_FIELDS else v for k, v in event.items()}
+                for event in chunk
+            ]
+        yield start, pa.RecordBatch.from_pylist(chunk, schema=schema)
 
 
 def _locate_jsonl_error(path: str, first_index: int, message: str) -> InputError:
@@ -289,10 +305,15 @@ def _parse_jsonl_chunk(chunk: bytes) -> pa.RecordBatch | None:
     """The events of one chunk: the exact template parser where it proves the chunk is in
     a layout it reads (``formats.jsonl_template``), else pyarrow's JSON reader (which
     raises ``pa.ArrowInvalid`` on what it refuses). None: no events in the chunk."""
-    batch = parse_chunk(chunk)
+    splits = b'_splits"' in chunk  # a split list is for pyarrow's reader, not the template
+    batch = None if splits else parse_chunk(chunk)
     if batch is not None:
         return batch
-    options = pajson.ParseOptions(explicit_schema=EVENT_SCHEMA, unexpected_field_behavior="error")
+    schema = EVENT_SCHEMA
+    if splits:
+        schema = schema.append(pa.field("send_splits", pa.list_(pa.int64())))
+        schema = schema.append(pa.field("recv_splits", pa.list_(pa.int64())))
+    options = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
     read = pajson.ReadOptions(block_size=len(chunk) + 1, use_threads=False)
     try:
         table = pajson.read_json(pa.BufferReader(chunk), read_options=read, parse_options=options)
@@ -302,7 +323,18 @@ def _parse_jsonl_chunk(chunk: bytes) -> pa.RecordBatch | None:
         raise
     if table.num_rows != _nonblank_lines(chunk):  # pyarrow reads "{...} {...}" as two rows
         raise pa.ArrowInvalid("a line holds more than one JSON value")
-    return table.combine_chunks().to_batches()[0] if table.num_rows else None
+    if not table.num_rows:
+        return None
+    if splits:  # the lists as the texts the columns hold (``split_text``)
+        for name in SPLIT_FIELDS:
+            lists = table.column(name).to_pylist()
+            if any(v is not None and None in v for v in lists):  # located and named slowly
+                raise pa.ArrowInvalid(f"{name} holds null")
+            texts = [None if v is None else split_text(v) for v in lists]
+            table = table.set_column(
+                table.schema.get_field_index(name), name, pa.array(texts, type=pa.string())
+            )
+    return table.combine_chunks().to_batches()[0]
 
 
 _JSON_BLANKS = np.zeros(256, dtype=bool)
@@ -380,7 +412,10 @@ def _event_columns(batch: pa.RecordBatch) -> EventColumns:
             present[name] = np.asarray(column.is_valid())
         else:
             ints[name], present[name] = np.asarray(column), None
-    for name in CHECKED_TEXT_FIELDS:
+    names = CHECKED_TEXT_FIELDS
+    if batch.schema.get_field_index(SPLIT_FIELDS[0]) >= 0:
+        names = (*names, *SPLIT_FIELDS)
+    for name in names:
         encoded = batch.column(name).dictionary_encode()
         codes = encoded.indices
         codes = np.asarray(codes.fill_null(-1) if codes.null_count else codes, dtype=np.int64)
@@ -388,21 +423,33 @@ def _event_columns(batch: pa.RecordBatch) -> EventColumns:
     return EventColumns(batch.num_rows, ints, present, texts)
 
 
+class _SplitsFound(Exception):
+    """A JSON Lines batch carries splits, but the output was begun without split columns:
+    ``ingest_files`` reads the trace again with them (only such traces pay for it)."""
+
+
 def _check_batch(
-    path: str, first_index: int, batch: pa.RecordBatch, state: TraceState
+    path: str, first_index: int, batch: pa.RecordBatch, state: TraceState, splits: bool = False
 ) -> pa.RecordBatch:
     """``check_events`` of one Arrow batch; returns the normalized batch (its columns,
-    the issue times and each event's clock domain)."""
+    the issue times and each event's clock domain; with ``splits``, the split columns)."""
     try:  # the JSON reader passes invalid UTF-8 inside strings through
         batch.validate(full=True)
     except pa.ArrowInvalid as err:
         raise _locate_jsonl_error(path, first_index, str(err)) from None
+    if not splits and batch.schema.get_field_index(SPLIT_FIELDS[0]) >= 0:
+        raise _SplitsFound  # JSON Lines: known only once read; ingest starts again
     issue = check_events(path, first_index, _event_columns(batch), state)
     clock = pa.array(state.clock_names, type=pa.string())
     arrays = [batch.column(name) for name in EVENT_FIELDS]
     arrays.append(pa.array(issue, type=pa.int64()))
     arrays.append(pc.take(clock, batch.column("rank")))
-    return pa.RecordBatch.from_arrays(arrays, schema=NORMALIZED_SCHEMA)
+    if not splits:
+        return pa.RecordBatch.from_arrays(arrays, schema=NORMALIZED_SCHEMA)
+    for name in SPLIT_FIELDS:
+        index = batch.schema.get_field_index(name)
+        arrays.append(batch.column(index) if index >= 0 else pa.nulls(batch.num_rows, pa.string()))
+    return pa.RecordBatch.from_arrays(arrays, schema=with_split_columns(NORMALIZED_SCHEMA))
 
 
 def _split_rows(
@@ -431,9 +478,10 @@ class _FixedRowGroupWriter:
     group at most is in encoding (``write`` waits for it before handing over the next),
     so memory holds at most the row group being encoded and the one being filled."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, schema=None) -> None:
         self.rows_per_group = ROW_GROUP_SIZE
-        self.writer = pq.ParquetWriter(path, NORMALIZED_SCHEMA, **WRITER_OPTIONS)
+        self.schema = NORMALIZED_SCHEMA if schema is None else schema
+        self.writer = pq.ParquetWriter(path, self.schema, **WRITER_OPTIONS)
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = 0
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="tracecanary-parquet")
@@ -457,7 +505,7 @@ class _FixedRowGroupWriter:
             encoding.result()  # re-raises what the writer thread raised
 
     def _encode(self, group: list[pa.RecordBatch]) -> None:
-        table = pa.Table.from_batches(group, schema=NORMALIZED_SCHEMA).combine_chunks()
+        table = pa.Table.from_batches(group, schema=self.schema).combine_chunks()
         group.clear()  # the batches can go once their rows are copied
         self.writer.write_table(table, row_group_size=self.rows_per_group)
 
@@ -509,20 +557,29 @@ def ingest_files(
     limits = limits or current_limits()
     if not inputs:
         raise InputError("no input files", field="inputs")
-    sources: list[_Source] = []
-    try:
-        for p in inputs:
-            sources.append(_open_source(str(p), limits))
-        return _ingest_sources(sources, Path(output), limits)
-    finally:
-        for source in sources:  # streams of inputs not read to their end (a refusal)
-            source.close()
-        # the batches' buffers went back to Arrow's pool, which keeps freed pages for
-        # reuse: hand them to the system, not to the caller's next stage as resident memory
-        pa.default_memory_pool().release_unused()
+    for splits in (False, True):
+        sources: list[_Source] = []
+        try:
+            for p in inputs:
+                sources.append(_open_source(str(p), limits))
+            return _ingest_sources(sources, Path(output), limits, splits)
+        except _SplitsFound:
+            continue  # read again, the split columns written from the start
+        finally:
+            for source in sources:  # streams of inputs not read to their end (a refusal)
+                source.close()
+            # the batches' buffers went back to Arrow's pool, which keeps freed pages for
+            # reuse: hand them to the system, not to the caller's next stage as resident memory
+            pa.default_memory_pool().release_unused()
+    raise AssertionError("unreachable: the second reading has the split columns")
 
 
-def _ingest_sources(sources: list[_Source], out: Path, limits: Limits) -> IngestResult:
+def _ingest_sources(
+    sources: list[_Source], out: Path, limits: Limits, splits: bool = False
+) -> IngestResult:
+    """Ingest ``sources`` into ``out``; the split columns are written where ``splits`` or
+    a JSON document source has them (raises ``_SplitsFound`` where a JSON Lines batch
+    brings them unannounced)."""
     header = merge_headers([(s.path, s.header) for s in sources])
     file0 = sources[0].path
     groups = expand_groups(header, file=file0)
@@ -531,8 +588,11 @@ def _ingest_sources(sources: list[_Source], out: Path, limits: Limits) -> Ingest
         groups=groups, clocks=clocks, world_size=header["meta"]["world_size"], limits=limits
     )
     side = sidecar_path(out)
+    splits = splits or any(source.splits for source in sources)
     with atomic_output(out) as tmp:
-        writer = _FixedRowGroupWriter(tmp)
+        writer = _FixedRowGroupWriter(
+            tmp, with_split_columns(NORMALIZED_SCHEMA) if splits else None
+        )
         try:
             for source in sources:
                 path = source.path
@@ -541,7 +601,7 @@ def _ingest_sources(sources: list[_Source], out: Path, limits: Limits) -> Ingest
                         raise InputError(
                             f"more than max_events={limits.max_events} events", file=path
                         )
-                    writer.write(_check_batch(path, first_index, batch, state))
+                    writer.write(_check_batch(path, first_index, batch, state, splits))
         except BaseException:
             writer.abandon()
             raise

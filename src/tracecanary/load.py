@@ -63,6 +63,8 @@ MATCHING_COLUMNS = (
     "overlap_ns",
     "arrival_ns",
     "issue_ns",
+    "send_splits",  # an uneven all_to_all's splits: only a trace that has them has them
+    "recv_splits",
 )
 # Text columns are read dictionary-encoded (pandas categoricals: a small code per event,
 # not a string per event).
@@ -287,7 +289,8 @@ def program_from_trace_columns(trace: TraceColumns, *, order: str = "time") -> P
     columns = {
         name: trace.columns[name]
         for name in MATCHING_COLUMNS
-        if not (name in OPTIONAL_MATCHING_COLUMNS and holds_nothing(trace.columns[name]))
+        if name in trace.columns
+        and not (name in OPTIONAL_MATCHING_COLUMNS and holds_nothing(trace.columns[name]))
     }
     return build_program_from_columns(
         columns,

@@ -30,10 +30,13 @@ from tracecanary.clocks.status import SkewStatus, decide_skew
 from tracecanary.columns import CodedText, IntColumn
 from tracecanary.errors import MergeError
 from tracecanary.factorize import cumcount, factorize, sorted_distinct
+from tracecanary.formats.trace import split_text, split_values
+from tracecanary.formats.vocab import DTYPE_BYTES
 from tracecanary.program import (
     MEMBER_COLUMNS,
     MEMBER_INDEX_LIMIT,
     OCCURRENCE_ORDERS,
+    SPLITS_COLUMN,
     Program,
     make_program,
 )
@@ -339,9 +342,20 @@ def build_program_from_columns(
     dtype_names = np.asarray(list(dtype.labels) + [np.nan], dtype=object)  # code -1: missing
     del dtype
     bytes_v = _ints(columns.pop("bytes")).values
+    send_col, recv_col = columns.pop("send_splits", None), columns.pop("recv_splits", None)
+    split_rows = None  # per event: whether it carries splits (None: no split column)
+    if send_col is not None:
+        send_splits, recv_splits = _texts(send_col), _texts(recv_col)
+        split_rows = send_splits.codes >= 0
+    del send_col, recv_col
+    uneven = np.zeros(G, dtype=bool)  # per occurrence: a member carries splits
+    if split_rows is not None and G:
+        uneven = np.bincount(occs.occ_of[split_rows], minlength=G) > 0
+    # an all_to_allv's members differ in bytes: theirs are checked by their splits
+    bytes_checked = bytes_v if not uneven.any() else np.where(uneven[occs.occ_of], 0, bytes_v)
     for field, values, shown, labels in (  # a value shown is labels[shown] (or shown)
         ("op", kind_codes, op_codes, op_names),
-        ("bytes", bytes_v, bytes_v, None),
+        ("bytes", bytes_checked, bytes_v, None),
         ("dtype", dtype_codes, dtype_codes, dtype_names),
         ("root", root_f, root_f, None),
     ):
@@ -357,16 +371,36 @@ def build_program_from_columns(
             text = ", ".join(
                 f"rank {r}: {v}" for r, v in zip(rank[idx].tolist(), list(got), strict=True)
             )
-            raise _refuse(
-                field, g, k, rank[idx], f"conflicting {field} across members ({text})"[:300]
-            )
-    del values, shown, labels, kind_codes
+            message = f"conflicting {field} across members ({text})"[:300]
+            if field == "bytes" and op_names[op_codes[idx[0]]] == "all_to_all":
+                message += UNEVEN_ALL_TO_ALL_HINT
+            raise _refuse(field, g, k, rank[idx], message)
+    del values, shown, labels, kind_codes, bytes_checked
     # per occurrence from here on: the first member's values (all members agree)
     op_first = op_names[op_codes[first_row]]
     bytes_first = bytes_v[first_row]
     dtype_first = dtype_names[dtype_codes[first_row]]
     root_first = np.full(G, -1, dtype=np.int64) if root_f is None else root_f[first_row]
-    del op_codes, bytes_v, dtype_codes, root_f
+    splits_first = None
+    if split_rows is not None:
+        splits_first = np.full(G, "", dtype=object)
+        for g_occ in np.flatnonzero(uneven).tolist():
+            idx = occs.rows(g_occ)
+            bytes_first[g_occ] = int(bytes_v[idx].max())  # the largest member's buffer
+            key, k = _occurrence_key(names_arr, code_first, inst_first, g_occ)
+            splits_first[g_occ] = _split_matrix(
+                key,
+                k,
+                groups[key],
+                rank[idx],
+                send_splits,
+                recv_splits,
+                idx,
+                bytes_v,
+                dtype_names[dtype_codes[idx]],
+            )
+        del send_splits, recv_splits
+    del op_codes, bytes_v, dtype_codes, root_f, split_rows, uneven
     size = np.diff(occs.bounds)
     # p2p pairing: each pair must have exactly one send and one recv
     if is_p2p_ev.any():
@@ -520,7 +554,9 @@ def build_program_from_columns(
         "phase": phase_first,
         "stream": stream_first,
     }
-    del op_first, bytes_first, dtype_first, key_names, group_size_g, root_first
+    if splits_first is not None:
+        unordered[SPLITS_COLUMN] = splits_first
+    del op_first, bytes_first, dtype_first, key_names, group_size_g, root_first, splits_first
     del phase_first, stream_first, code_first, inst_first, is_p2p_g, size, want, first_row
     occurrence_columns = {name: unordered.pop(name)[perm] for name in list(unordered)}
     occurrence_columns.update(
@@ -653,6 +689,81 @@ def _kahn(chain_occ: np.ndarray, same_rank: np.ndarray, key_pos: np.ndarray, G: 
             while head[r] < ends[r] and emitted[occ_l[head[r]]]:
                 head[r] += 1
     return np.asarray(out, dtype=np.int64)
+
+
+UNEVEN_ALL_TO_ALL_HINT = (
+    ": an uneven all_to_all (all_to_allv) needs send_splits and recv_splits on every member"
+    " (tracecanary capture -- CMD and tracecanary.record record all_to_all_single's "
+    "input_split_sizes/output_split_sizes and list-form all_to_all; a Kineto trace carries "
+    "them where the profiler ran with record_shapes=True)"
+)
+
+
+def _split_matrix(
+    group: str,
+    instance,
+    ranks: list[int],
+    members,
+    send: CodedText,
+    recv: CodedText,
+    rows,
+    nbytes: np.ndarray,
+    dtypes: np.ndarray,
+) -> str:
+    """The send matrix (``program.SPLITS_COLUMN``, members in ascending rank order) of one
+    all_to_allv occurrence (members: global ``members``, event ``rows``, their ``dtypes``);
+    a member without splits sends and receives equal parts of its ``bytes`` (what an
+    all_to_all without splits is). Refuses (MergeError naming the field) a member without
+    splits whose bytes do not divide into equal parts, and a send split that differs from
+    its peer's receive split."""
+    position = {r: i for i, r in enumerate(ranks)}
+    by_member = sorted(
+        zip(members.tolist(), rows.tolist(), dtypes.tolist(), strict=True),
+        key=lambda m: position[m[0]],
+    )
+    n = len(ranks)  # the group's size: what each split list is as long as
+    sends, recvs = [], []
+    for member, row, dtype in by_member:
+        if send.codes[row] >= 0:
+            sends.append(split_values(send.labels[send.codes[row]]))
+            recvs.append(split_values(recv.labels[recv.codes[row]]))
+            continue
+        element = DTYPE_BYTES.get(str(dtype), 0)
+        if not element or int(nbytes[row]) % (element * n):
+            raise _refuse(
+                "send_splits",
+                group,
+                instance,
+                members,
+                f"rank {member} records no splits, but its {int(nbytes[row])} bytes are not "
+                f"{n} equal parts of {dtype} elements (an all_to_all without splits sends "
+                "equal parts): record send_splits and recv_splits on every member"
+                + UNEVEN_ALL_TO_ALL_HINT[UNEVEN_ALL_TO_ALL_HINT.index(" (") :],
+            )
+        part = int(nbytes[row]) // (element * n)
+        sends.append([part] * n)
+        recvs.append([part] * n)
+    # the splits index the group's members; the occurrence's members may be fewer (a
+    # group captured on some of its ranks): the pairs among them are checked and kept
+    columns = [position[m] for m, _, _ in by_member]
+    send_matrix = np.array(sends, dtype=object)[:, columns]  # exact integers, at once
+    recv_matrix = np.array(recvs, dtype=object)[:, columns]
+    differ = np.argwhere(np.asarray(send_matrix != recv_matrix.T, dtype=bool))
+    if len(differ):
+        i, j = (int(k) for k in differ[0])
+        src, dst = by_member[i][0], by_member[j][0]
+        raise _refuse(
+            "recv_splits",
+            group,
+            instance,
+            members,
+            f"rank {src} sends {send_matrix[i, j]} elements to rank {dst}, but rank {dst} "
+            f"receives {recv_matrix[j, i]} from rank {src} (send_splits of one rank must "
+            "equal its peer's recv_splits; no splits: equal parts)",
+        )
+    sends = send_matrix.tolist()
+    ascending = sorted(range(len(by_member)), key=lambda i: by_member[i][0])
+    return ";".join(split_text([sends[i][j] for j in ascending]) for i in ascending)
 
 
 def _member_ranks(column: pd.Series | IntColumn) -> np.ndarray:

@@ -37,6 +37,7 @@ from tracecanary.clocks.constraints import refuse_impossible_orders
 from tracecanary.clocks.status import calibrated
 from tracecanary.errors import InputError, MergeError
 from tracecanary.formats.ids import TRACE_FORMAT
+from tracecanary.formats.trace import SPLIT_FIELDS, split_values
 from tracecanary.ingest import _header_and_batches, ingest_files
 from tracecanary.limits import current_limits
 from tracecanary.matching import assign_instances, build_program
@@ -281,6 +282,7 @@ def merge_captures(
         "arrival_ns",
         "instance",
     ]
+    columns += [name for name in SPLIT_FIELDS if name in events.columns]
     frame = events[columns]
     for row in frame.itertuples(index=False, name=None):
         record = {}
@@ -288,6 +290,9 @@ def merge_captures(
             if value is None or (isinstance(value, float) and np.isnan(value)):
                 continue
             if name in ("phase", "stream") and value == "":
+                continue
+            if name in SPLIT_FIELDS:
+                record[name] = split_values(value)
                 continue
             record[name] = int(value) if not isinstance(value, str) else value
         records.append(record)

@@ -103,6 +103,16 @@ MEMBER_INDEX_LIMIT = int(np.iinfo(np.int32).max)
 
 SIGNATURE_COLUMNS = ("op", "bytes", "dtype", "group", "root", "phase", "stream")
 
+SPLITS_COLUMN = "splits"
+"""An optional occurrence column (str), present only in a program whose trace carries
+split sizes (an uneven all_to_all, ``formats.trace.SPLIT_FIELDS``): for such an
+occurrence its send matrix, row i the elements of ``dtype`` that its i-th member sends to
+each member (members in ascending rank order), rows joined by ``;`` and values by ``,``; ""
+for every other occurrence. Its ``bytes`` is then the largest member's send buffer. It is
+not a signature field: the all_to_allvs that agree on everything but their matrices (and
+so their buffers) share one signature (``Program.signature_rows``; the signature's
+``bytes`` is its first occurrence's), and a canary carries the matrices per occurrence."""
+
 
 @dataclass(frozen=True)
 class TextColumn:
@@ -393,6 +403,21 @@ class Program:
         """Issue time of every occurrence relative to the first (cumulative gaps)."""
         return np.cumsum(self.column("gap_ns", np.int64))
 
+    @property
+    def signature_columns(self) -> tuple[str, ...]:
+        """The fields of a signature (``SIGNATURE_COLUMNS``)."""
+        return SIGNATURE_COLUMNS
+
+    def _identity_bytes(self) -> np.ndarray | None:
+        """``bytes`` as a signature's identity reads it where the program has splits: -1
+        for every all_to_allv (its send matrix and so its buffer change from step to step;
+        one signature stands for them all, the matrices travel per occurrence), else
+        None (the column itself)."""
+        if SPLITS_COLUMN not in self.column_names:
+            return None
+        uneven = self.column(SPLITS_COLUMN, object) != ""
+        return np.where(uneven, -1, self.column("bytes", np.int64))
+
     def signature_rows(self) -> tuple[np.ndarray, np.ndarray]:
         """(signature id per occurrence, the first occurrence of each signature).
 
@@ -415,8 +440,12 @@ class Program:
 
         n = len(self._occ)
         combined = np.zeros(n, dtype=np.int64)
-        for name in SIGNATURE_COLUMNS:
-            codes, uniques = pd.factorize(self._occ[name], sort=False, use_na_sentinel=False)
+        identity_bytes = self._identity_bytes()
+        for name in self.signature_columns:
+            values = self._occ[name]
+            if name == "bytes" and identity_bytes is not None:
+                values = identity_bytes
+            codes, uniques = pd.factorize(values, sort=False, use_na_sentinel=False)
             # combined < n and codes < len(uniques) <= n: the key stays below n^2
             combined, _ = pd.factorize(combined * len(uniques) + codes.astype(np.int64), sort=False)
             combined = combined.astype(np.int64)
@@ -428,9 +457,12 @@ class Program:
         before it could pass 2**62), whose first-appearance codes are the ids."""
         key = np.zeros(self.n, dtype=np.int64)
         bound = 1  # every key value is below this
-        for name in SIGNATURE_COLUMNS:
-            if OCCURRENCE_COLUMNS[name] == "str":
+        identity_bytes = self._identity_bytes()
+        for name in self.signature_columns:
+            if OCCURRENCE_COLUMNS.get(name, "str") == "str":
                 codes, uniques = self.factorized(name, sort=False)
+            elif name == "bytes" and identity_bytes is not None:
+                codes, uniques = factorize(identity_bytes)
             else:
                 codes, uniques = factorize(self.column(name))
             if bound * max(len(uniques), 1) > 1 << 62:
@@ -446,10 +478,11 @@ class Program:
         (text as str, ``bytes`` and ``root`` as int). Needs no pandas when the program
         holds columns."""
         ids, first = self.signature_rows()
-        values = [self._values_at(name, first) for name in SIGNATURE_COLUMNS]
-        convert = [str if OCCURRENCE_COLUMNS[name] == "str" else int for name in SIGNATURE_COLUMNS]
+        names = self.signature_columns
+        values = [self._values_at(name, first) for name in names]
+        convert = [str if OCCURRENCE_COLUMNS.get(name, "str") == "str" else int for name in names]
         table = [
-            {name: f(v) for name, f, v in zip(SIGNATURE_COLUMNS, convert, row, strict=True)}
+            {name: f(v) for name, f, v in zip(names, convert, row, strict=True)}
             for row in zip(*values, strict=True)
         ]
         return ids, table
@@ -470,14 +503,14 @@ class Program:
         ``signature_rows`` and ``signatures`` give the same without one."""
         ids, first = self.signature_rows()
         if isinstance(self._occ, dict):
-            held = {name: self._occ[name] for name in SIGNATURE_COLUMNS}
+            held = {name: self._occ[name] for name in self.signature_columns}
             return ids, _occurrence_frame(
                 {
                     name: value.take(first) if isinstance(value, TextColumn) else value[first]
                     for name, value in held.items()
                 }
             )
-        keys = self._occ[list(SIGNATURE_COLUMNS)]
+        keys = self._occ[list(self.signature_columns)]
         return ids, keys.iloc[first].reset_index(drop=True)
 
 
@@ -587,7 +620,7 @@ def _occurrence_frame(columns: dict) -> pd.DataFrame:
             data[name] = pd.array(
                 literals.take(pa.array(value.codes, type=pa.int64())), dtype="str"
             )
-        elif OCCURRENCE_COLUMNS.get(name) == "str":
+        elif OCCURRENCE_COLUMNS.get(name) == "str" or name == SPLITS_COLUMN:
             data[name] = pd.array(value, dtype="str")
         else:
             data[name] = value
@@ -688,6 +721,14 @@ def make_program(
             cols[name] = value if columns else value.values()
         else:
             cols[name] = np.asarray(value, dtype=object if dtype == "str" else dtype)
+    splits = (
+        occurrences.pop(SPLITS_COLUMN, None) if take_columns else occurrences.get(SPLITS_COLUMN)
+    )
+    if splits is not None:  # optional: only a program with an uneven all_to_all has it
+        if isinstance(splits, TextColumn):
+            cols[SPLITS_COLUMN] = splits if columns else splits.values()
+        else:
+            cols[SPLITS_COLUMN] = np.array(splits, dtype=object)
     mcols = {
         name: _member_column(
             name, members.pop(name) if take_columns else members[name], dtype, limit=n
@@ -713,7 +754,7 @@ def make_program(
         if not all(
             isinstance(value, TextColumn) or all(type(v) is str for v in value.tolist())
             for name, value in cols.items()
-            if OCCURRENCE_COLUMNS[name] == "str"
+            if OCCURRENCE_COLUMNS.get(name, "str") == "str"
         ):
             program.occurrences  # noqa: B018 (built now: readers see the DataFrame's text)
         return program
@@ -723,7 +764,10 @@ def make_program(
         occurrences=pd.DataFrame(
             {  # each object array dropped once its str array is made
                 k: (pd.array(cols.pop(k), dtype="str") if dtype == "str" else cols.pop(k))
-                for k, dtype in OCCURRENCE_COLUMNS.items()
+                for k, dtype in {
+                    **OCCURRENCE_COLUMNS,
+                    **({SPLITS_COLUMN: "str"} if SPLITS_COLUMN in cols else {}),
+                }.items()
             },
             copy=not take_columns,
         ),

@@ -43,7 +43,12 @@ a synchronous call on CPU tensors, where the call returns when the collective is
 An asynchronous call (a functional collective is one), or one on CUDA tensors (the call
 returns once enqueued), records no latency: not measured is absent, never 0. A
 coalesced broadcast (DDP's parameter and buffer sync) is one ``broadcast`` per bucket,
-bucketed as c10d buckets it (by dtype and device, up to the bucket size).
+bucketed as c10d buckets it (by dtype and device, up to the bucket size). An uneven
+all_to_all carries ``send_splits`` / ``recv_splits`` (elements per member,
+``formats.trace.SPLIT_FIELDS``): ``all_to_all_single`` (and the functional one) given
+``input_split_sizes`` or ``output_split_sizes`` (rows of dim 0, converted to elements;
+a list not given is torch's equal parts) and list-form ``all_to_all`` (a tensor per
+peer), unless every part sent and received is the same (equal parts need no splits).
 
 Completeness (``tracecanary.record_completeness``): on exit the operations the gloo
 backend numbered on every process group during the context are compared with what was
@@ -78,6 +83,7 @@ from typing import Any
 
 from tracecanary.errors import InputError
 from tracecanary.formats.ids import TRACE_FORMAT
+from tracecanary.formats.trace import uneven_splits
 from tracecanary.formats.vocab import DTYPES
 from tracecanary.record_completeness import (
     COMPLETENESS_NOTE,
@@ -191,6 +197,29 @@ def _tensor_bytes(tensors: list) -> int:
     return sum(int(t.numel()) * int(t.element_size()) for t in tensors)
 
 
+def _single_splits(send, recv, send_rows, recv_rows, size: int) -> dict:
+    """An ``all_to_all_single``'s splits in elements (``send_splits``, ``recv_splits``):
+    torch's split sizes count rows of dim 0 (a missing list: equal parts); {} when the
+    call gives neither list (an even all_to_all). ``recv`` is the output tensor or its
+    shape."""
+    if not send_rows and not recv_rows:
+        return {}
+
+    def elements(shape, rows) -> list[int]:
+        shape = tuple(shape)
+        per_row = 1
+        for extent in shape[1:]:
+            per_row *= int(extent)
+        if rows:
+            return [int(r) * per_row for r in rows]
+        total = int(shape[0]) if shape else 1
+        return [total // size * per_row] * size
+
+    return uneven_splits(
+        elements(send.shape, send_rows), elements(getattr(recv, "shape", recv), recv_rows)
+    )
+
+
 def broadcast_buckets(tensors: list, bucket_bytes: int) -> list[list[int]]:
     """The buckets (tensor indexes) in which c10d's ``broadcast_coalesced`` broadcasts
     ``tensors``: c10d's own assignment (``_compute_bucket_assignment_by_size``, by dtype
@@ -283,6 +312,23 @@ class Recorder:
             tensors = _tensors(args[_PAYLOAD_ARGUMENT[call]])
             event["bytes"] = _tensor_bytes(tensors)
             event["dtype"] = _dtype_name(tensors[0], call)
+        if call == "all_to_all":  # the list form: one tensor per peer, sized each
+            event.update(
+                uneven_splits(
+                    [int(t.numel()) for t in args["input_tensor_list"]],
+                    [int(t.numel()) for t in args["output_tensor_list"]],
+                )
+            )
+        elif call == "all_to_all_single":
+            event.update(
+                _single_splits(
+                    args["input"],
+                    args["output"],
+                    args.get("input_split_sizes"),
+                    args.get("output_split_sizes"),
+                    self.dist.get_world_size(group),
+                )
+            )
         if call in _ROOT_ARGUMENT:
             event["root"] = self._global_rank(args, _ROOT_ARGUMENT[call], group, call)
         if call in _PEER_ARGUMENT:
@@ -316,6 +362,19 @@ class Recorder:
             "bytes": _tensor_bytes([tensor]) * (size if op == "all_gather" else 1),
             "dtype": _dtype_name(tensor, call),
         }
+        if op == "all_to_all":
+            output_splits = args.get("output_split_sizes")
+            output_rows = sum(output_splits) if output_splits else tensor.shape[0]
+            output_shape = (output_rows, *tensor.shape[1:]) if tensor.dim() else ()
+            event.update(
+                _single_splits(
+                    tensor,
+                    output_shape,
+                    args.get("input_split_sizes"),
+                    output_splits,
+                    size,
+                )
+            )
         if op == "broadcast":  # ``src`` is the root's rank in the group
             src = int(args["src"])
             event["root"] = src if group is None else int(self.dist.get_global_rank(group, src))

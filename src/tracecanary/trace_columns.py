@@ -27,6 +27,7 @@ from tracecanary.errors import InputError, SchemaError
 from tracecanary.event_checks import EventColumns, TraceState, check_events
 from tracecanary.formats.trace import (
     INT_FIELDS,
+    SPLIT_FIELDS,
     STR_FIELDS,
     check_event_dict,
     check_header_limits,
@@ -111,6 +112,9 @@ def read_json_trace(path: str | os.PathLike, limits: Limits | None = None) -> Tr
         columns[name] = batch.int_column(name)
     for name in STR_FIELDS:
         columns[name] = batch.text_column(name)
+    for name in SPLIT_FIELDS:
+        if name in batch.texts:  # an uneven all_to_all's splits, where the trace has any
+            columns[name] = batch.text_column(name)
     columns["issue_ns"] = IntColumn(issue)
     return TraceColumns(
         columns=columns,

@@ -284,6 +284,8 @@ CALIBRATION_COLUMNS = (
     "stream",
     "overlap_ns",
     "arrival_ns",
+    "send_splits",  # an all_to_allv's, where the captures have them (matching checks them)
+    "recv_splits",
 )
 
 

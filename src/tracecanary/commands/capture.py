@@ -32,7 +32,7 @@ def register(sub) -> None:
     p.add_argument(
         "--workload",
         metavar="NAME",
-        help="a zoo workload (ddp, fsdp2_tp, tp_decode, pp; --nproc 4, or 2 for ddp, "
+        help="a zoo workload (ddp, fsdp2_tp, tp_decode, pp, moe; --nproc 4, or 2 for ddp, "
         "tp_decode and pp; see tracecanary.zoo) "
         "(default: the built-in probe workload)",
     )

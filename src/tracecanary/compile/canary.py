@@ -25,7 +25,7 @@ import numpy as np
 
 from tracecanary.canonical import canonical_json_bytes
 from tracecanary.compile import intervals as iv
-from tracecanary.compile import timing
+from tracecanary.compile import splits, timing
 from tracecanary.compile.budget import Budget
 from tracecanary.compile.execution import finalize, reduce_execution
 from tracecanary.compile.expand import decode_canary
@@ -40,7 +40,7 @@ from tracecanary.compile.timing_streams import FIELDS, MASKED, MEMBER_STREAMS
 from tracecanary.errors import ClaimFailed, InputError
 from tracecanary.formats.ids import CANARY_FORMAT
 from tracecanary.memory import release_freed_memory
-from tracecanary.program import MEMBER_COLUMNS, Program, TextColumn
+from tracecanary.program import MEMBER_COLUMNS, SPLITS_COLUMN, Program, TextColumn
 from tracecanary.verify.claims import (
     NOT_YET_VERIFIED,
     compile_claim,
@@ -296,6 +296,8 @@ def _compile(
             "bytes_source": int(ser.size_bytes(covered_n)),
         },
     }
+    if SPLITS_COLUMN in covered.column_names:  # every all_to_allv's matrix, exactly
+        doc[splits.FIELD] = splits.encode_splits(covered.column(SPLITS_COLUMN, object))
     del ser, serialization  # the check below reads no commitment: free the lines if ours
     drift = _self_check(covered, doc, effective, sig_ids)
     doc["stats"]["gap_issue_drift_max_ns"] = int(drift)

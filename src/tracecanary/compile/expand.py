@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracecanary.compile import timing_streams
+from tracecanary.compile import splits, timing_streams
 from tracecanary.compile.document import declared_order
 from tracecanary.compile.reductions import executed_selection, read_reductions
 from tracecanary.compile.structure import expand_structure, member_positions, structure_length
@@ -34,6 +34,7 @@ from tracecanary.program import (
     MEMBER_COLUMNS,
     MEMBER_VALUE_COLUMNS,
     OCCURRENCE_COLUMNS,
+    SPLITS_COLUMN,
     Program,
     TextColumn,
     unfit_bounds,
@@ -101,6 +102,9 @@ class Decoded:
     tail: np.ndarray
     rank_table: np.ndarray  # the groups' ranks, concatenated in sorted group order
     rank_starts: np.ndarray  # per occurrence: where its group's ranks start in rank_table
+    # all_to_allv send matrices (``compile.splits``): code per occurrence (-1: none) into
+    # the canary's ``splits.values``; None for a canary without a splits stream
+    split_codes: np.ndarray | None = None
 
     def rank_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         """(first member index, the ranks of a block of consecutive members) for blocks
@@ -179,7 +183,25 @@ def decode_canary(canary: dict, *, ranks: bool = True) -> Decoded:
     if len(tail) != n:
         raise InputError(f"tail flags cover {len(tail)} occurrences, not {n}", field="flags.tail")
     _check_reductions(records)
-    return dataclasses.replace(decoded, ranks=all_ranks, values=values, masks=masks, tail=tail)
+    split_codes = None
+    if splits.FIELD in canary:
+        split_codes, _ = splits.decode_splits(canary[splits.FIELD], n)
+    return dataclasses.replace(
+        decoded, ranks=all_ranks, values=values, masks=masks, tail=tail, split_codes=split_codes
+    )
+
+
+def with_splits(canary: dict, d: Decoded, columns: dict) -> dict:
+    """``columns`` (``_signature_columns`` of every logical occurrence) with each
+    occurrence's all_to_allv matrix (``program.SPLITS_COLUMN``) and, where it has one, the
+    ``bytes`` it derives (``compile.splits``); unchanged for a canary without matrices."""
+    if d.split_codes is None:
+        return columns
+    codes = d.split_codes
+    literals = ("", *canary[splits.FIELD]["values"])  # code -1 -> literal 0: no matrix
+    columns[SPLITS_COLUMN] = TextColumn(codes + 1, literals)
+    columns["bytes"] = splits.split_bytes(canary, d.sig_ids, codes, columns["bytes"])
+    return columns
 
 
 def _check_reductions(records: list[dict]) -> None:
@@ -207,7 +229,7 @@ def logical_occurrences(canary: dict, d: Decoded) -> Program:
     decoded arrays. What a replay reads besides each occurrence's member skews (those
     come from ``d`` directly: ``sim.engine.grouped_skews``)."""
     occurrences = {
-        **_signature_columns(canary, d.sig_ids),
+        **with_splits(canary, d, _signature_columns(canary, d.sig_ids)),
         "group_size": d.sizes,
         "gap_ns": d.values["gap"],
         "overlap_ns": d.values["overlap"],
@@ -257,6 +279,11 @@ def _make_program(
         else:
             data[name] = np.asarray(value, dtype=object)
             not_text = not_text or not all(type(v) is str for v in data[name].tolist())
+    if SPLITS_COLUMN in occurrences:  # optional: a canary of a source with an all_to_allv
+        value = occurrences[SPLITS_COLUMN]
+        data[SPLITS_COLUMN] = (
+            value if isinstance(value, TextColumn) else np.asarray(value, dtype=object)
+        )
     mcols = {
         name: _member_array(name, members[name], dtype) for name, dtype in MEMBER_COLUMNS.items()
     }
@@ -304,7 +331,7 @@ def expand_canary(canary: dict, executed: bool = False) -> Program:
     """The program a canary stands for (logical) or runs (executed)."""
     d = decode_canary(canary)
     n = len(d.sig_ids)
-    cols = _signature_columns(canary, d.sig_ids)
+    cols = with_splits(canary, d, _signature_columns(canary, d.sig_ids))
     sizes, ranks, values, masks, tail = d.sizes, d.ranks, d.values, d.masks, d.tail
     skew_known = bool(canary["source"]["skew_known"])
     occurrences = {

@@ -6,7 +6,7 @@ canonical JSON (``tracecanary.canonical.canonical_json_bytes``, newline-terminat
 
     {"bytes", "dtype", "gap_ns", "group", "group_size", ["latency_ns"],
      ["latency_ns_members"], "members", "occ", "op", ["overlap_ns"],
-     ["overlap_ns_members"], "phase", "root", "stream", "tail", "weight"}
+     ["overlap_ns_members"], "phase", "root", ["splits"], "stream", "tail", "weight"}
 
 ``members`` lists the occurrence's members in rank order as ``[rank, skew_ns]``, or as
 ``[rank]`` when the program's skew is unknown (skew is omitted, never written as 0).
@@ -14,6 +14,8 @@ canonical JSON (``tracecanary.canonical.canonical_json_bytes``, newline-terminat
 the occurrence's value, the max over its members; where some member's own value differs
 from it, ``latency_ns_members`` / ``overlap_ns_members`` list every member's own value in
 rank order (absent otherwise, so a source whose members agree serializes as before).
+``splits`` (an all_to_allv's send matrix, ``program.SPLITS_COLUMN``) is present only on an
+occurrence that has one, so a program without splits serializes as it always did.
 The header is the canonical JSON of ``{"format", "occurrences", "skew_known",
 "skew_reason", "world_size"}``. Program notes are provenance text and are not covered.
 
@@ -35,7 +37,7 @@ import numpy as np
 from tracecanary.canonical import SMALL_HASH_BYTES, canonical_json_bytes, sha256_hasher
 from tracecanary.compile import jsonvec as jv
 from tracecanary.formats.ids import SEGMENT_FORMAT, SOURCE_FORMAT
-from tracecanary.program import Program
+from tracecanary.program import SPLITS_COLUMN, Program
 
 
 def source_header(program: Program, occurrences: int | None = None) -> bytes:
@@ -218,6 +220,11 @@ class _SourceColumns:
         for c in ("dtype", "group", "op", "phase", "stream"):
             codes, literals = _codes(program, c)
             self.strings[c] = (codes, tx.texts(literals))
+        self.splits = None  # (has splits per occurrence, codes, literals) where a column
+        if SPLITS_COLUMN in program.column_names:
+            codes, literals = _codes(program, SPLITS_COLUMN)
+            empty = np.array([text == '""' for text in literals] + [True])  # JSON literals
+            self.splits = (~empty[codes], codes, tx.texts(literals))
         heads, self.rank_lo = _rank_heads(self.ranks, self.skew is not None)
         self.rank_heads = None if heads is None else tx.texts(heads)
         self.member_prefix = tx.texts([",[", "["])  # a member that is not / is first
@@ -270,6 +277,15 @@ class _SourceColumns:
         overlap = tx.optional(
             bools["has_overlap"][lo:hi], tx.concat(',"overlap_ns":', num("overlap_ns"))
         )
+        root = num("root")
+        if self.splits is not None:
+            present, codes, literals = self.splits
+            root = tx.concat(
+                root,
+                tx.optional(
+                    present[lo:hi], tx.concat(',"splits":', tx.take(literals, codes[lo:hi]))
+                ),
+            )
         lines = tx.concat(
             '{"bytes":', num("bytes"),
             ',"dtype":', text("dtype"),
@@ -284,7 +300,7 @@ class _SourceColumns:
             overlap,
             own_values("overlap_ns"),
             ',"phase":', text("phase"),
-            ',"root":', num("root"),
+            ',"root":', root,
             ',"stream":', text("stream"),
             ',"tail":', tx.bool_text(bools["tail"][lo:hi]),
             ',"weight":', tx.float_text(self.weight[lo:hi]),
@@ -345,4 +361,6 @@ def occurrence_record(program: Program, i: int) -> dict:
         own = program.member_column(c, np.int64)[member_rows].tolist()
         if bool(value("has_" + c.removesuffix("_ns"))) and any(v != value(c) for v in own):
             rec[c + "_members"] = [int(v) for v in own]
+    if SPLITS_COLUMN in program.column_names and str(value(SPLITS_COLUMN)):
+        rec[SPLITS_COLUMN] = str(value(SPLITS_COLUMN))
     return rec

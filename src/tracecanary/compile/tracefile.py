@@ -34,7 +34,8 @@ from tracecanary.compile import jsonvec as jv
 from tracecanary.errors import ExportRefused
 from tracecanary.factorize import cumcount, sorted_distinct
 from tracecanary.formats.ids import TRACE_FORMAT
-from tracecanary.program import Program
+from tracecanary.formats.vocab import DTYPE_BYTES
+from tracecanary.program import SPLITS_COLUMN, Program
 
 _P2P = re.compile(r"^p2p:(\d+)->(\d+)$")
 
@@ -57,6 +58,33 @@ def _group_list(program: Program, m_occ: np.ndarray, ranks: np.ndarray) -> list[
         for g, name in enumerate(names)
         if bounds[g + 1] > bounds[g]
     ]
+
+
+def _member_splits(splits: np.ndarray, m_occ: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per member (``m_occ``: its occurrence; members in rank order within one): its
+    ``send_splits`` and ``recv_splits`` as comma-joined text, "" where its occurrence has
+    no splits (row and column k of the occurrence's send matrix for its k-th member), and
+    the elements it sends (-1 where no splits)."""
+    send = np.full(len(m_occ), "", dtype=object)
+    recv = np.full(len(m_occ), "", dtype=object)
+    sent = np.full(len(m_occ), -1, dtype=np.int64)  # elements sent; -1: no splits
+    position = cumcount(m_occ)
+    for row in np.flatnonzero(splits[m_occ] != "").tolist():
+        matrix = [part.split(",") for part in splits[m_occ[row]].split(";")]
+        k = int(position[row])
+        send[row] = ",".join(matrix[k])
+        recv[row] = ",".join(line[k] for line in matrix)
+        sent[row] = sum(int(v) for v in matrix[k])
+    return send, recv, sent
+
+
+def _optional_list(tx, key: str, texts: np.ndarray | None) -> tuple:
+    """The ``,"key":[...]`` part of each member's event where ``texts`` (comma-joined
+    integers) is not empty; nothing at all for a program without splits."""
+    if texts is None:
+        return ()
+    body = tx.texts([str(t) for t in texts.tolist()])
+    return (tx.optional(texts != "", tx.concat(f',"{key}":[', body, "]")),)
 
 
 def trace_bytes(program: Program, meta: dict, *, lines: bool = False) -> bytes:
@@ -124,6 +152,17 @@ def trace_bytes(program: Program, meta: dict, *, lines: bool = False) -> bytes:
     stream = per_member("stream", object)
     has_lat = per_member("has_latency", bool)
     has_ovl = per_member("has_overlap", bool)
+    send_splits = recv_splits = None
+    member_bytes = per_member("bytes")
+    if SPLITS_COLUMN in program.column_names:  # an all_to_allv's member rows and columns
+        send_splits, recv_splits, sent = _member_splits(
+            program.column(SPLITS_COLUMN, object), m_occ
+        )
+        if (sent >= 0).any():  # a member's own send buffer, not the largest member's
+            element = np.array(
+                [DTYPE_BYTES.get(str(d), 0) for d in per_member("dtype", object).tolist()]
+            )
+            member_bytes = np.where(sent >= 0, sent * element, member_bytes)
     if lines:
         lead = "{"
     else:
@@ -133,7 +172,7 @@ def trace_bytes(program: Program, meta: dict, *, lines: bool = False) -> bytes:
     events = tx.concat(
         lead,
         '"bytes":',
-        tx.int_text(per_member("bytes")),
+        tx.int_text(member_bytes),
         ',"dtype":',
         tx.str_text(per_member("dtype", object)),
         ',"group":',
@@ -148,7 +187,9 @@ def trace_bytes(program: Program, meta: dict, *, lines: bool = False) -> bytes:
         tx.optional(phase != "", tx.concat(',"phase":', tx.str_text(phase))),
         ',"rank":',
         tx.int_text(ranks),
+        *_optional_list(tx, "recv_splits", recv_splits),
         tx.optional(root >= 0, tx.concat(',"root":', tx.int_text(np.maximum(root, 0)))),
+        *_optional_list(tx, "send_splits", send_splits),
         ',"seq":',
         tx.int_text(seq),
         tx.optional(stream != "", tx.concat(',"stream":', tx.str_text(stream))),

@@ -32,6 +32,14 @@ INT_FIELDS = (
 )
 STR_FIELDS = ("op", "dtype", "group", "phase", "stream")
 TIME_FIELDS = ("ts_ns", "gap_ns", "latency_ns", "overlap_ns", "arrival_ns")
+SPLIT_FIELDS = ("send_splits", "recv_splits")
+"""An uneven all_to_all's (all_to_allv's) per-member split sizes: in a JSON event, a list
+of non-negative integers, one per member of the event's group in the group's rank order,
+counted in elements of the event's ``dtype`` (``send_splits[j]``: what this rank sends to
+the j-th member; ``recv_splits[j]``: what it receives from it). Both or neither, only on
+``all_to_all``. Optional: a trace without them has no split column anywhere (its Parquet,
+canaries and reports are those of a trace before splits existed). In the columns that
+ingest and matching read they are texts, ``split_text`` of the list."""
 
 # Events as read (file order; every optional field nullable): each field's name and
 # Arrow type name, in column order. ``EVENT_SCHEMA`` and ``NORMALIZED_SCHEMA`` are built
@@ -60,7 +68,45 @@ assert {n for n, t in EVENT_COLUMNS if t == "string"} == set(STR_FIELDS)
 # Normalized table = events + the derived issue time and clock domain of the rank.
 NORMALIZED_EXTRA_COLUMNS: tuple[tuple[str, str], ...] = (("issue_ns", "int64"), ("clock", "string"))
 
+SPLIT_COLUMNS: tuple[tuple[str, str], ...] = tuple((name, "string") for name in SPLIT_FIELDS)
+"""The split columns, appended to the event and normalized columns of a trace (and only of
+a trace) whose events carry splits."""
+
 _SCHEMAS: dict[str, Any] = {}
+
+
+def split_text(values: list[int]) -> str:
+    """A split list as the text the columns hold: decimal integers joined by commas."""
+    return ",".join(str(int(v)) for v in values)
+
+
+def split_values(text: str) -> list[int]:
+    """The split list that ``split_text`` wrote."""
+    return [int(v) for v in text.split(",")] if text else []
+
+
+def uneven_splits(send: list[int], recv: list[int]) -> dict:
+    """The split fields of an all_to_all that sends ``send`` and receives ``recv``
+    (elements per member): ``{"send_splits": send, "recv_splits": recv}``, or {} where
+    every part is the same (an all_to_all without splits is equal parts, so such a trace
+    stays as it always was). The recorder and the Kineto import both decide by this."""
+    if len(set(send) | set(recv)) <= 1:
+        return {}
+    return {"send_splits": list(send), "recv_splits": list(recv)}
+
+
+def with_split_columns(schema):
+    """``schema`` (an Arrow schema) with the nullable split columns appended."""
+    import pyarrow as pa
+
+    for name, kind in SPLIT_COLUMNS:
+        schema = schema.append(pa.field(name, getattr(pa, kind)()))
+    return schema
+
+
+def has_splits(events: list) -> bool:
+    """Whether any event object of ``events`` carries a split field."""
+    return any(isinstance(e, dict) and ("send_splits" in e or "recv_splits" in e) for e in events)
 
 
 def __getattr__(name: str):
@@ -88,7 +134,7 @@ def check_event_dict(event: Any, *, file: str, record: int) -> None:
     if not isinstance(event, dict):
         raise SchemaError("event is not a JSON object", file=file, record=record)
     for key in event:
-        if key not in EVENT_FIELDS:
+        if key not in EVENT_FIELDS and key not in SPLIT_FIELDS:
             raise SchemaError("unknown field", file=file, record=record, field=str(key))
     for key in REQUIRED_EVENT_FIELDS:
         if key not in event:
@@ -112,6 +158,18 @@ def check_event_dict(event: Any, *, file: str, record: int) -> None:
     for key in STR_FIELDS:
         if key in event and not isinstance(event[key], str):
             raise SchemaError("must be a string", file=file, record=record, field=key)
+    for key in SPLIT_FIELDS:
+        if key in event:
+            value = event[key]
+            if not isinstance(value, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**63 for v in value
+            ):
+                raise SchemaError(
+                    "must be a list of non-negative integers (elements of dtype per member)",
+                    file=file,
+                    record=record,
+                    field=key,
+                )
     for key in ("dtype", "group"):
         if event[key] == "":
             raise SchemaError("must not be empty", file=file, record=record, field=key)

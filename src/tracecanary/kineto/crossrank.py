@@ -7,7 +7,9 @@ Guarantees of ``resolve_groups``:
 - an identity (one rank's local process group: the gloo threads its work ran on) gets
   the group ``g`` only when *every* assignment of all ranks' identities to their
   candidate groups under which the members of every group record the same sequence of
-  collectives (equal op, bytes, dtype, root; a member's unrecorded dtype matches any)
+  collectives (equal op, bytes, dtype, root; a member's unrecorded dtype matches any, and
+  an all_to_allv's bytes, which differ by design, are not compared: its splits are, at
+  matching)
   and, where a clock calibration puts the ranks on one timeline, under which no member
   of a symmetric collective (all_reduce, all_gather, reduce_scatter, all_to_all,
   barrier) finished its work before another member issued it (beyond the calibration's
@@ -226,9 +228,10 @@ def _solve(
     for rank, cap in caps.items():
         for seq, e in cap.by_seq.items():
             unrecorded = e["dtype"] == UNRECORDED_DTYPE
+            uneven = "send_splits" in e  # an all_to_allv: members' bytes differ by design
             signatures[(rank, seq)] = (
                 e["op"],
-                None if unrecorded else e["bytes"],
+                None if unrecorded or uneven else e["bytes"],
                 None if unrecorded else e["dtype"],
                 e.get("root"),
             )
@@ -283,6 +286,8 @@ def _solve(
             if sa[0] != sb[0] or sa[3] != sb[3]:
                 return False
             if None not in (sa[1], sb[1]) and (sa[1], sa[2]) != (sb[1], sb[2]):
+                return False
+            if None not in (sa[2], sb[2]) and sa[2] != sb[2]:
                 return False
         return True
 

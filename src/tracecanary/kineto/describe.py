@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracecanary.errors import ImportRefused
+from tracecanary.formats.trace import uneven_splits
 from tracecanary.formats.vocab import DTYPE_BYTES
 from tracecanary.kineto.calls import Call
 from tracecanary.kineto.ranks import parse_rank_list
@@ -133,6 +134,10 @@ class Described:
     work_dims: list | None = None  # expected dims of each gloo work event (None = any)
     work_many: bool = False
     c10d_args: list = field(default_factory=list)
+    # an all_to_all's rows per member as recorded, (send, receive), each a list or None
+    # (not recorded: equal parts), and where they were read; see ``split_elements``
+    split_rows: tuple | None = None
+    split_field: str = ""
 
 
 def _tensor_args(ev) -> list[tuple[str, Any, Any]]:
@@ -346,6 +351,18 @@ def describe(call: Call, file: str) -> Described:
                         continue
                     if not splits.truncated and splits.head:
                         d.group_size_hints.add(len(splits.head))
+            if len(concrete) > 4:  # (output, input, pg, output rows, input rows, ...)
+                where = (call.c10d.index, "args.Concrete Inputs", file)
+                d.split_rows = (_split_list(concrete[4], *where), _split_list(concrete[3], *where))
+                d.split_field = "args.Concrete Inputs"
+    if d.split_rows is None and op == "all_to_all":
+        source = call.rpc if call.rpc is not None else (call.kernels or [call.root])[0]
+        rows = tuple(
+            _split_list(meta[k], source.index, f"args.{k}", file) if k in meta else None
+            for k in ("In split size", "Out split size")
+        )
+        if any(rows):  # NCCL's record_param_comms (gloo writes none)
+            d.split_rows, d.split_field = rows, f"{meta_from['In split size']}.In split size"
     if op == "send" and _int_or_none(meta.get("Dst Rank")) is not None:
         d.peer_global = _int_or_none(meta["Dst Rank"])
     if op == "recv" and _int_or_none(meta.get("Src Rank")) is not None:
@@ -419,6 +436,79 @@ def _sizes(d: Described, c10d_args: list, ann) -> None:
             if d.op == "reduce_scatter" and ann.name.startswith("gloo:"):
                 d.times_group = False  # gloo runs it as all_reduce over the full input
             return
+
+
+def _split_list(value: Any, index: int, field_name: str, file: str) -> list[int] | None:
+    """A recorded split-size list (rows of dim 0), None where empty (equal parts);
+    refuses one the profiler truncated or that is not a list of counts."""
+    try:
+        splits = parse_rank_list(value)
+    except ValueError as err:
+        raise ImportRefused(
+            f"all_to_all split sizes unreadable: {err}", file=file, record=index, field=field_name
+        ) from None
+    if splits.truncated:
+        raise ImportRefused(
+            "all_to_all split sizes truncated by the profiler: the per-member sizes of this "
+            "all_to_allv are not in the trace; record it with tracecanary capture -- CMD",
+            file=file,
+            record=index,
+            field=field_name,
+        )
+    if any(v < 0 for v in splits.head):
+        raise ImportRefused(
+            "all_to_all split size below 0", file=file, record=index, field=field_name
+        )
+    return list(splits.head) or None
+
+
+def split_elements(d: Described, group_size: int | None, file: str) -> dict:
+    """The ``send_splits`` / ``recv_splits`` (elements) of an all_to_all whose call
+    records split sizes (``formats.trace.uneven_splits``: {} for equal parts). Split sizes
+    count rows of dim 0: a row is the buffer's elements over its rows (the c10d op's
+    ``Input Dims``: output first, input second; NCCL's ``In/Out msg nelems`` otherwise). A
+    list-form call gives each peer's tensor. A side not recorded is equal parts of its
+    buffer."""
+    if d.op != "all_to_all":
+        return {}
+    if d.c10d_key == "alltoall_" and len(d.c10d_args) > 1:
+        (_, out_shapes, _), (_, in_shapes, _) = d.c10d_args[0], d.c10d_args[1]
+        if in_shapes and out_shapes:
+            return uneven_splits(
+                [_numel(s) or 0 for s in in_shapes], [_numel(s) or 0 for s in out_shapes]
+            )
+        return {}
+    if d.split_rows is None or not any(d.split_rows):
+        return {}
+    send_rows, recv_rows = d.split_rows
+    n = len(send_rows or recv_rows) if group_size is None else group_size
+    sides = []
+    for k, (rows, nelems) in enumerate(
+        ((send_rows, d.meta.get("In msg nelems")), (recv_rows, d.meta.get("Out msg nelems")))
+    ):
+        position = 1 - k  # c10d op: output at 0, input at 1
+        shape = None
+        if position < len(d.c10d_args) and d.c10d_args[position][0] == "tensor":
+            shapes = d.c10d_args[position][1]
+            shape = shapes[0] if shapes else None
+        if isinstance(shape, list) and shape:
+            total_rows, per_row = int(shape[0]), math.prod(int(x) for x in shape[1:])
+        else:
+            total = _int_or_none(nelems)
+            total_rows = sum(rows) if rows else None
+            if total is None or not total_rows or total % total_rows:
+                raise ImportRefused(
+                    "all_to_all split sizes recorded, but not the buffer they divide "
+                    "(no Input Dims, no msg nelems)",
+                    file=file,
+                    record=d.index,
+                    field=d.split_field,
+                )
+            per_row = total // total_rows
+        if rows is None:
+            rows = [total_rows // n] * n if n else []
+        sides.append([r * per_row for r in rows])
+    return uneven_splits(sides[0], sides[1])
 
 
 def recorded_elements(d: Described) -> int | None:

@@ -36,6 +36,7 @@ from tracecanary.kineto.describe import (
     describe,
     finalize,
     recorded_elements,
+    split_elements,
 )
 from tracecanary.kineto.evidence import (
     FILLABLE_OPS,
@@ -414,6 +415,7 @@ def _events(
             "group": gid,
             "ts_ns": offset_ns + d.call.start_ns,
         }
+        ev.update(split_elements(d, len(group.ranks) if group is not None else None, file))
         if not 0 <= ev["ts_ns"] < 2**63:
             raise ImportRefused(
                 "timestamp outside 0..2^63 ns", file=file, record=d.index, field="ts"

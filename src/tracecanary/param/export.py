@@ -10,7 +10,9 @@ Guarantees of ``export_param``:
   ``send`` and ``recv`` pair on both of its ranks, global ``src_rank``/``dst_rank``,
   ``use_batch: false``);
 - sizes in elements of the entry's dtype (PARAM dtype names), ``world_size`` = the size
-  of the entry's process group, ``in_split``/``out_split`` present on all_to_all,
+  of the entry's process group, ``in_split``/``out_split`` present on all_to_all (empty)
+  and on ``all_to_allv`` (an occurrence with a send matrix: each rank's own row and
+  column of it, in the group's rank order, its sizes their totals),
   ``startTime_ns`` cumulative from program start (non-decreasing), a unique marker
   ``canary:<occ>`` per occurrence plus ``weight:<w>`` and ``phase:<name>``;
 - an op with no PARAM equivalent (``custom:*``) or a size that is not a whole number of
@@ -46,7 +48,7 @@ from tracecanary.param.target import (
     check_target,
     upstream_refusal,
 )
-from tracecanary.program import Program
+from tracecanary.program import SPLITS_COLUMN, Program
 
 # every plain op; a point-to-point occurrence is its send (exported as a send/recv pair)
 PARAM_OPS = frozenset(OPS) - {"recv"}
@@ -99,6 +101,33 @@ def _upstream_reason(
         if reason is not None:
             return f"{op} for target {UPSTREAM_TARGET}: {reason}"
     return None
+
+
+def _all_to_allv_entries(
+    matrix: str, group: list[int], dtype: str, pg: int, markers: list[str]
+) -> dict[int, dict]:
+    """Global rank -> its ``all_to_allv`` entry for the send matrix ``matrix``
+    (``program.SPLITS_COLUMN``: members in ascending rank order): ``in_split`` its row and
+    ``out_split`` its column, each reordered to the group's rank order (PARAM's), sizes
+    their totals, in elements."""
+    rows = [[int(v) for v in row.split(",")] for row in matrix.split(";")]
+    index = {r: k for k, r in enumerate(sorted(group))}
+    entries = {}
+    for r in group:
+        in_split = [rows[index[r]][index[peer]] for peer in group]
+        out_split = [rows[index[peer]][index[r]] for peer in group]
+        entries[int(r)] = {
+            "comms": "all_to_allv",
+            "in_msg_size": sum(in_split),
+            "out_msg_size": sum(out_split),
+            "in_split": in_split,
+            "out_split": out_split,
+            "dtype": dtype,
+            "world_size": len(group),
+            "pg_id": pg,
+            "markers": markers,
+        }
+    return entries
 
 
 def _refused_field(op: str, reason: str) -> str:
@@ -169,6 +198,11 @@ def export_param(
         program.column(c)
         for c in ("occ", "op", "bytes", "dtype", "group", "root", "phase", "weight")
     ]
+    splits = (
+        program.column(SPLITS_COLUMN, object)
+        if SPLITS_COLUMN in program.column_names
+        else np.full(program.n, "", dtype=object)
+    )
     for i, (o, op, nbytes, dtype, gid, root, phase, weight) in enumerate(
         zip(*columns, strict=True)
     ):
@@ -193,7 +227,7 @@ def export_param(
         markers = [f"canary:{o}", f"weight:{float(weight)!r}"] + (
             [f"phase:{phase}"] if phase else []
         )
-        counts[str(op)] += 1
+        counts["all_to_allv" if splits[i] else str(op)] += 1
         if op == "send":
             src, dst = (int(x) for x in gid[len("p2p:") :].split("->"))
             info = export_dtype(dtype)
@@ -229,6 +263,14 @@ def export_param(
                 record=f"occurrence {o}",
                 field="group",
             )
+        if splits[i]:  # an all_to_allv: each member's own sizes and splits
+            info = export_dtype(dtype)
+            for r, entry in _all_to_allv_entries(
+                str(splits[i]), groups[gid], info.param_name, pg_id[gid], markers
+            ).items():
+                per_rank[r].append({**entry, "startTime_ns": int(start[i])})
+                tracker.executed(r, "all_to_allv", tuple(groups[gid]))
+            continue
         entry = {
             "comms": str(op),
             "world_size": n,

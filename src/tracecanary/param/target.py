@@ -72,6 +72,14 @@ COMPATIBILITY: tuple[OpCompatibility, ...] = (
         "(`:1561` tests a substring of `'all_to_allv'`)",
     ),
     OpCompatibility(
+        "all_to_allv",
+        REPLAYED,
+        REPLAYED,
+        "an all_to_all with splits: each rank's own `in_split`/`out_split` (elements, group "
+        "rank order) and sizes (`:1561` reads them; `pytorch_dist_backend.py:262` passes "
+        "them to `all_to_all_single`)",
+    ),
+    OpCompatibility(
         "broadcast",
         REPLAYED,
         REPLAYED,

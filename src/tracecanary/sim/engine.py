@@ -23,8 +23,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tracecanary.errors import InputError
+from tracecanary.formats.vocab import DTYPE_BYTES
 from tracecanary.grouped import Grouping, grouped_cummax
-from tracecanary.program import Program
+from tracecanary.program import SPLITS_COLUMN, Program
 from tracecanary.sim.backends import BackendConfig
 
 ABLATIONS: tuple[str, ...] = ("skew", "overlap", "order", "tail")
@@ -128,9 +129,7 @@ class Prepared:
     @property
     def overlap_ns(self) -> np.ndarray:
         """int64 compute overlap per occurrence; 0 where not ``has_overlap``."""
-        return np.where(self.has_overlap, self.measured_overlap_ns, 0).astype(
-            np.int64, copy=False
-        )
+        return np.where(self.has_overlap, self.measured_overlap_ns, 0).astype(np.int64, copy=False)
 
     @property
     def observed_latency_ns(self) -> np.ndarray:
@@ -352,6 +351,33 @@ def selected_skews(grouped: GroupedSkews, idx: np.ndarray) -> tuple[np.ndarray, 
     return grouped.max_skew[idx], grouped.wait_sum[idx]
 
 
+def all_to_allv_bytes(program: Program, nbytes: np.ndarray) -> np.ndarray:
+    """The bytes an occurrence is priced at: its ``bytes``, but for an all_to_allv
+    (``program.SPLITS_COLUMN``) group size x its largest pair volume (the most elements one
+    member sends another, self-sends excluded, times the element size). An even
+    all_to_all of ``bytes`` moves ``bytes / n`` per pair; pricing the uneven one as the even
+    one whose every pair carries its slowest pair makes the slowest pair, not the mean,
+    set its cost. ``nbytes`` itself where the program has no splits."""
+    if SPLITS_COLUMN not in program.column_names:
+        return nbytes
+    codes, texts = program.factorized(SPLITS_COLUMN, sort=False)
+    largest = np.zeros(len(texts) + 1, dtype=np.int64)  # elements; last: code -1
+    uneven = np.zeros(len(texts) + 1, dtype=bool)
+    for code, text in enumerate(texts):
+        if not text:
+            continue
+        rows = [[int(v) for v in row.split(",")] for row in text.split(";")]
+        off_diagonal = [v for i, row in enumerate(rows) for j, v in enumerate(row) if i != j]
+        largest[code] = max(off_diagonal, default=0)
+        uneven[code] = True
+    if not uneven.any():
+        return nbytes
+    dtype_codes, dtypes = program.factorized("dtype", sort=False)
+    element = np.array([DTYPE_BYTES.get(d, 1) for d in dtypes], dtype=np.int64)[dtype_codes]
+    gsize = program.column("group_size", np.int64)
+    return np.where(uneven[codes], gsize * largest[codes] * element, nbytes)
+
+
 def check_occurrences(program: Program) -> None:
     """The occurrence-level refusals ``prepare`` (and ``member_skews``) make, in order."""
     _checked_columns(program)
@@ -423,9 +449,11 @@ def prepare(
                 record=f"occurrence {bad}",
                 field="op",
             ) from None
-    kind = np.asarray(kinds_of_names, dtype=np.int8)[op_codes] if perm.size else np.zeros(0, np.int8)
+    kind = (
+        np.asarray(kinds_of_names, dtype=np.int8)[op_codes] if perm.size else np.zeros(0, np.int8)
+    )
     gsize = take(gsize_all)
-    nbytes = take(bytes_all)
+    nbytes = take(all_to_allv_bytes(program, bytes_all))
 
     has_overlap = take(has_overlap_all) & ("overlap" not in abl)
 
@@ -468,9 +496,7 @@ def prepare(
         ablations=abl,
         custom_ops=custom,
         measured_latency_ns=(
-            take(program.column("latency_ns", np.int64))
-            if "observed_latency" in abl
-            else None
+            take(program.column("latency_ns", np.int64)) if "observed_latency" in abl else None
         ),
         has_observed_latency=take(program.column("has_latency", bool)),
     )

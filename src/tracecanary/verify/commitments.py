@@ -44,10 +44,12 @@ from tracecanary.compile.expand import (
     signature_column,
 )
 from tracecanary.compile.source import SourceSerialization, serialize_source
+from tracecanary.compile.splits import FIELD as SPLITS_FIELD
+from tracecanary.compile.splits import split_bytes
 from tracecanary.compile.timing_streams import MEMBER_STREAMS
 from tracecanary.errors import InputError
 from tracecanary.factorize import sorted_distinct
-from tracecanary.program import OCCURRENCE_COLUMNS, Program
+from tracecanary.program import OCCURRENCE_COLUMNS, SPLITS_COLUMN, Program
 from tracecanary.verify.text_rows import arrow_differs, text_rows
 
 if TYPE_CHECKING:
@@ -171,6 +173,8 @@ class _Expansion:
             values = d.masks[self._MASKS[col]][lo:hi]
         else:
             values = signature_column(self.canary, col, d.sig_ids[lo:hi])
+            if col == "bytes" and d.split_codes is not None:  # an all_to_allv's own buffer
+                values = split_bytes(self.canary, d.sig_ids[lo:hi], d.split_codes[lo:hi], values)
         return np.asarray(values, dtype=OCCURRENCE_COLUMNS[col])
 
     def literals(self, col: str) -> list:
@@ -246,6 +250,31 @@ def _first_difference(e: _Expansion, col: str, source: Program, stop: int) -> tu
     return None
 
 
+def _first_split_difference(canary: dict, d: Decoded, source: Program, stop: int) -> tuple | None:
+    """(row, the canary's send matrix, the source's) at the first of the first ``stop``
+    occurrences where an all_to_allv's matrix (the canary's ``splits`` stream, the
+    source's ``program.SPLITS_COLUMN``; "" for none) differs; None when none does or
+    neither side has matrices."""
+    if d.split_codes is None and SPLITS_COLUMN not in source.column_names:
+        return None
+    stated = np.array(["", *canary.get(SPLITS_FIELD, {}).get("values", [])], dtype=object)
+    for lo in _spans(stop):
+        hi = min(stop, lo + CHUNK_MEMBERS)
+        if SPLITS_COLUMN in source.column_names:
+            held = np.asarray(source.column(SPLITS_COLUMN, object)[lo:hi], dtype=object)
+        else:
+            held = np.full(hi - lo, "", dtype=object)
+        if d.split_codes is None:
+            expected = np.full(hi - lo, "", dtype=object)
+        else:
+            expected = stated[d.split_codes[lo:hi] + 1]
+        diff = np.flatnonzero(held != expected)
+        if len(diff):
+            i = int(diff[0])
+            return lo + i, str(expected[i]), str(held[i])
+    return None
+
+
 def _check_content(
     source: Program, stop: int, canary: dict, decoded: Decoded | None = None
 ) -> list[dict]:
@@ -268,6 +297,10 @@ def _check_content(
         if first is not None:
             i, expected, found = first
             out.append(_mismatch(f"occurrence {i} field {col}", expected, found))
+    split_row = _first_split_difference(canary, decoded, source, stop)
+    if split_row is not None:
+        i, expected, found = split_row
+        out.append(_mismatch(f"occurrence {i} field {SPLITS_COLUMN}", expected, found))
     # members are sorted by occurrence: those of the first stop occurrences lead
     source_occ = source.member_column("occ")
     n_members = len(source_occ) if stop >= source.n else int(np.searchsorted(source_occ, stop))

@@ -133,6 +133,54 @@ def pp(rank: int, world: int, steps: int, dist) -> Iterator[None]:
             schedule.step()
 
 
+def moe(rank: int, world: int, steps: int, dist) -> Iterator[None]:
+    """Mixture-of-Experts, expert parallel x data parallel on a 2 x (world / 2) grid: each
+    expert-parallel group ([0, 1], [2, 3]) holds one expert per rank; top-1 routing, the
+    per-expert token counts exchanged with an int64 ``all_to_all_single``, tokens
+    dispatched and combined with the autograd-aware ``all_to_all_single``
+    (``torch.distributed.nn.functional``; uneven splits that change every step, two more
+    in backward), the experts' gradients all_reduced over their data-parallel group
+    ([0, 2], [1, 3]) and the router's over the world."""
+    import warnings
+
+    import torch
+    from torch.distributed.nn.functional import all_to_all_single
+
+    warnings.filterwarnings("ignore", category=FutureWarning)  # torch 2.13 deprecates it
+    ep_size = 2
+    ep_groups = [dist.new_group(list(range(k, k + ep_size))) for k in range(0, world, ep_size)]
+    dp_groups = [dist.new_group(list(range(k, world, ep_size))) for k in range(ep_size)]
+    ep, dp = ep_groups[rank // ep_size], dp_groups[rank % ep_size]
+    width, tokens = 16, 32
+    torch.manual_seed(0)  # one router on every rank
+    router = torch.nn.Linear(width, ep_size)
+    torch.manual_seed(1 + rank % ep_size)  # expert e is replicated over its dp group
+    expert = torch.nn.Sequential(
+        torch.nn.Linear(width, 2 * width), torch.nn.ReLU(), torch.nn.Linear(2 * width, width)
+    )
+    opt = torch.optim.SGD([*router.parameters(), *expert.parameters()], lr=1e-2)
+    gen = torch.Generator().manual_seed(100 + rank)
+    yield
+    for _ in range(steps):
+        x = torch.randn(tokens, width, generator=gen)
+        gate, choice = router(x).softmax(-1).max(-1)
+        order = choice.argsort(stable=True)
+        send_counts = torch.bincount(choice, minlength=ep_size)
+        recv_counts = torch.empty_like(send_counts)
+        dist.all_to_all_single(recv_counts, send_counts, group=ep)
+        send, recv = send_counts.tolist(), recv_counts.tolist()
+        routed = (x * gate.unsqueeze(-1))[order]
+        arrived = all_to_all_single(torch.empty(sum(recv), width), routed, recv, send, group=ep)
+        done = all_to_all_single(torch.empty(tokens, width), expert(arrived), send, recv, group=ep)
+        torch.empty_like(done).index_copy(0, order, done).square().mean().backward()
+        for p in expert.parameters():
+            dist.all_reduce(p.grad, group=dp)
+        for p in router.parameters():
+            dist.all_reduce(p.grad)
+        opt.step()
+        opt.zero_grad()
+
+
 def _world(n: int) -> list[dict]:
     return [{"desc": "default_pg", "ranks": list(range(n))}]
 
@@ -169,6 +217,21 @@ WORKLOADS: dict[str, Workload] = {
             "Llama-architecture decoder, tensor parallel over all ranks, prefill + KV-cache decode",
             {"tp_size": 4, "pp_size": 1, "groups": _world(4), "p2p": []},
             ranks=(2, 4),
+        ),
+        Workload(
+            "moe",
+            moe,
+            20,
+            "Mixture-of-Experts, expert parallel 2 x data parallel 2: all_to_allv dispatch "
+            "and combine (splits change every step, two more in backward), DP all_reduce",
+            {
+                "tp_size": 1,
+                "pp_size": 1,
+                "groups": _world(4)
+                + [{"desc": "expert_parallel", "ranks": r} for r in ([0, 1], [2, 3])]
+                + [{"desc": "data_parallel", "ranks": r} for r in ([0, 2], [1, 3])],
+                "p2p": [],
+            },
         ),
         Workload(
             "pp",
