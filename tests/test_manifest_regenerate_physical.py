@@ -65,7 +65,12 @@ def test_regenerate_keeps_recorded_replays_and_rederives_calibrated_backends_bit
         "results/tiny/physical/decode.json",
     } <= derived
     recorded = {e["path"]: e for e in manifest["evidence"] if e.get("kind") == "recorded"}
-    assert {e["rule"] for e in recorded.values()} == {"sweep", "replay_dispatch", "replay_physical"}
+    assert {e["rule"] for e in recorded.values()} == {
+        "sweep",
+        "sweep_derived",
+        "replay_dispatch",
+        "replay_physical",
+    }
 
     regen = tmp_path / "regen"
     code, out, err = run_cli("manifest", "regenerate", lab / MANIFEST, "--workdir", regen)

@@ -237,3 +237,18 @@ def test_snakemake_refuses_a_physical_source_the_campaign_does_not_have(tmp_path
     assert run.returncode != 0
     out = run.stdout + run.stderr
     assert "physical source 'nowhere' is not one of the campaign's sources" in out, out[-2000:]
+
+
+def test_a_live_capture_on_fewer_ranks_than_the_physical_replay_is_refused_before_any_job():
+    """A zoo source captured on 2 ranks cannot be replayed on physical.nproc 4: refused at
+    config time naming the entry, not after capture, search and export have run."""
+    sources = [{"id": "zoo", "kind": "live_capture", "workload": "ddp", "nproc": 2, "steps": 5}]
+    physical = {"sources": ["zoo"], "nodes": 1, "nproc": 4, "configs": ["native"]}
+    physical |= {"repetitions": 5, "max_runtime_ratio": 0.5}
+    with pytest.raises(InputError) as err:
+        physical_sources({"campaign": "c", "sources": sources, "physical": physical}, file="c.yaml")
+    line = err.value.one_line()
+    assert "captured on 2 ranks but physical replays run on 4" in line
+    assert "physical.sources[0]" in line and "c.yaml" in line
+    sources[0]["nproc"] = 4
+    assert list(physical_sources({"campaign": "c", "sources": sources, "physical": physical}, file="c.yaml")) == ["zoo"]

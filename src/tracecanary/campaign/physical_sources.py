@@ -74,6 +74,7 @@ def physical_sources(config: dict, *, file: str) -> dict[str, PhysicalSource]:
             )
         if sid in resolved:
             raise InputError(f"physical source {sid!r} is listed twice", file=file, field=field)
+        _check_world_size(config, sid, field, file=file)
         resolved[sid] = PhysicalSource(
             id=sid,
             configs=tuple(entry.get("configs", physical["configs"])),
@@ -106,3 +107,23 @@ def check_physical_configs(config: dict, sources: dict[str, PhysicalSource], *, 
                     file=file,
                     field=f"{where}[{j}]",
                 )
+
+
+def _check_world_size(config: dict, sid: str, field: str, *, file: str) -> None:
+    """InputError (exit 2) where a live capture's rank count (``nproc``) differs from the
+    ranks its physical replay and ladders run on (``physical.nodes`` x ``physical.nproc``):
+    the export would hold one rank file per captured rank, which the replay refuses only
+    after every upstream job has run."""
+    source = next(s for s in config["sources"] if s["id"] == sid)
+    if source["kind"] != "live_capture" or "nproc" not in source:
+        return
+    physical = config["physical"]
+    ranks = physical["nodes"] * physical["nproc"]
+    if source["nproc"] != ranks:
+        raise InputError(
+            f"physical source {sid!r} is captured on {source['nproc']} ranks but physical "
+            f"replays run on {ranks} (physical.nodes x physical.nproc): capture it with "
+            f"nproc: {ranks} or leave it out of physical.sources",
+            file=file,
+            field=field,
+        )
