@@ -119,12 +119,15 @@ def _jsonl_header() -> str:
 
 
 def _run_measured(argv, *, timeout=60):
-    """Run the CLI in a fresh process; (exit code, stderr, seconds, peak RSS in MiB)."""
+    """Run the CLI in a fresh process; (exit code, stderr, seconds, peak RSS in MiB). The
+    peak is the process's own (VmHWM, reset by exec): getrusage's ru_maxrss keeps the
+    forking test worker's resident size across exec, whatever the command used."""
     probe = (
-        "import resource, sys\n"
+        "import sys\n"
         "from tracecanary.cli import main\n"
         "code = main(sys.argv[1:])\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
+        "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]\n"
+        "print(int(hwm.split()[1]) // 1024)\n"
         "sys.exit(code)\n"
     )
     started = time.monotonic()
