@@ -45,8 +45,13 @@ PROGRAMS = {
     "tp_decode": ("tp_decode", 2, 1000),
     "pp": ("pipeline_train", 2, 400),
     "ring_attention": ("ring_attention", 2, 400),
+    "moe": ("moe_train", 2, 400),
 }
-QUICK_STEPS = {"ddp": 20, "fsdp2_tp": 20, "tp_decode": 50, "pp": 20, "ring_attention": 20}
+QUICK_STEPS = {
+    "ddp": 20, "fsdp2_tp": 20, "tp_decode": 50, "pp": 20, "ring_attention": 20, "moe": 20,
+}  # fmt: skip
+# programs started under torchrun (the others spawn their own ranks)
+TORCHRUN = {"moe"}
 
 
 def capture(name: str, steps: int, cache: Path) -> tuple[Path, float]:
@@ -59,9 +64,12 @@ def capture(name: str, steps: int, cache: Path) -> tuple[Path, float]:
         return merged, 0.0
     out.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    cmd = [sys.executable, "-m", "tracecanary", "capture", "-o", str(out), "--"]
+    cmd = [sys.executable, "-m", "tracecanary", "capture", "-o", str(out), "--", sys.executable]
+    if name in TORCHRUN:
+        ranks = PROGRAMS[name][1]
+        cmd += ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}"]
     run = subprocess.run(
-        [*cmd, sys.executable, str(program), str(steps)],
+        [*cmd, str(program), str(steps)],
         capture_output=True,
         text=True,
         timeout=3600,
