@@ -20,13 +20,12 @@ import pytest
 from tracecanary.alphabeta.ladder import busbw_factor
 from tracecanary.alphabeta.load import load_inputs
 from tracecanary.alphabeta.nccltests import (
-    half_ulp,
-    parse_json,
-    parse_stdout,
     recomputed_algbw_gbps,
     recomputed_busbw_gbps,
     rows_per_cycle,
 )
+from tracecanary.alphabeta.nccltests_json import parse_json
+from tracecanary.alphabeta.nccltests_text import half_ulp, parse_stdout
 from tracecanary.errors import ImportRefused
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "nccltests_samples"
