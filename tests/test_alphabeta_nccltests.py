@@ -20,13 +20,12 @@ import pytest
 from tracecanary.alphabeta.ladder import busbw_factor
 from tracecanary.alphabeta.load import load_inputs
 from tracecanary.alphabeta.nccltests import (
-    half_ulp,
-    parse_json,
-    parse_stdout,
     recomputed_algbw_gbps,
     recomputed_busbw_gbps,
     rows_per_cycle,
 )
+from tracecanary.alphabeta.nccltests_json import parse_json
+from tracecanary.alphabeta.nccltests_text import half_ulp, parse_stdout
 from tracecanary.errors import ImportRefused
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "nccltests_samples"
@@ -614,3 +613,13 @@ def test_named_collective_contradicted_by_rows_is_refused():
     with pytest.raises(ImportRefused) as err:
         parse_stdout(text, file="x.txt")
     assert err.value.field == "redop"
+
+
+def test_a_negative_minimum_size_has_no_ladder_instead_of_looping_forever():
+    """A hostile -J header with a negative minimum_bytes and a step factor once walked its
+    geometric ladder forever (size * step never passes the maximum)."""
+    from tracecanary.alphabeta.nccltests import rows_per_cycle
+
+    assert rows_per_cycle(-8, 1 << 20, 2, "factor") is None
+    assert rows_per_cycle(-8, 1 << 20, 8, "increment") is None
+    assert rows_per_cycle(8, 1 << 20, 2, "factor") == 18

@@ -218,6 +218,33 @@ def test_uint64_and_float_group_keys_are_refused():
         Grouping.by(np.zeros(3))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.uint64, object])
+def test_non_integer_values_are_refused_not_truncated(dtype):
+    group = np.array([0, 1, 0], dtype=np.int32)
+    values = np.array([1.5, 2.7, 3.9]).astype(dtype)
+    grouping = Grouping.by(group)
+    pairs = Grouping.by(group, group)
+    for call in (
+        lambda: grouped_cumsum(values, group),
+        lambda: grouped_cummax(values, group),
+        lambda: grouping.previous_max(values, 0),
+        lambda: grouping.queue_starts(values, np.ones(3, dtype=np.int64)),
+        lambda: grouping.queue_starts(np.ones(3, dtype=np.int64), values),
+        lambda: pairs.max(values),
+    ):
+        with pytest.raises(TypeError, match="must be integers"):
+            call()
+    with pytest.raises(TypeError):
+        grouping.previous_max(np.ones(3, dtype=np.int64), 0.5)
+
+
+def test_integer_values_of_any_width_and_booleans_are_accepted():
+    group = np.array([0, 1, 0], dtype=np.int32)
+    for values in (np.array([1, 2, 3], dtype=np.int8), np.array([1, 2, 3], dtype=np.uint32)):
+        np.testing.assert_array_equal(grouped_cumsum(values, group), [1, 2, 4])
+    np.testing.assert_array_equal(grouped_cumsum(np.array([True, True, True]), group), [1, 1, 2])
+
+
 def test_importing_grouped_does_not_import_pandas():
     code = "import sys, tracecanary.grouped; print('pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -13,13 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tracecanary.errors import InputError, MergeError
-from tracecanary.load import (
-    MATCHING_COLUMNS,
-    ParquetColumns,
-    load_program,
-    read_matching_columns,
-    read_matching_series,
-)
+from tracecanary.load import MATCHING_COLUMNS, TEXT_MATCHING_COLUMNS, ParquetColumns, load_program
 from tracecanary.matching import build_program
 from tracecanary.parquet_io import exact_nullable_int
 from tracecanary.program import MEMBER_COLUMNS, make_program
@@ -63,10 +57,10 @@ def test_program_from_the_matching_columns_equals_the_whole_table_program(
     table = tmp_path / "t.parquet"
     code, _, err = run_cli("ingest", str(trace), "-o", str(table))
     assert code == 0, err
-    read = read_matching_columns(table)
+    read = list(ParquetColumns(table))
     all_names = pq.read_schema(table).names
-    assert read.column_names == [c for c in all_names if c in MATCHING_COLUMNS]
-    assert set(all_names) - set(read.column_names)  # something is really left unread
+    assert read == [c for c in all_names if c in MATCHING_COLUMNS]
+    assert set(all_names) - set(read)  # something is really left unread
     _assert_same_program(load_program(table), _whole_table_program(table))
 
 
@@ -109,11 +103,14 @@ def test_each_column_read_alone_is_the_whole_table_conversion_with_ranks_as_memb
     tmp_path, run_cli
 ):
     table = _ingested(tmp_path, run_cli)
-    arrow = read_matching_columns(table)
+    lazy = ParquetColumns(table)
+    names = list(lazy)
+    text = [c for c in names if c in TEXT_MATCHING_COLUMNS]
+    arrow = pq.read_table(table, columns=names, read_dictionary=text)
     whole = arrow.to_pandas()
     if "arrival_ns" in whole:  # as the loader converts it: exact, not float64
         whole["arrival_ns"] = exact_nullable_int(arrow, "arrival_ns")
-    alone = read_matching_series(table)
+    alone = {name: lazy[name] for name in names}
     assert list(alone) == list(whole.columns)
     for name in whole.columns:
         if name == "rank":
@@ -138,9 +135,7 @@ def test_a_rank_past_the_members_int32_is_refused_naming_the_field_not_wrapped()
             world_size=2**31 + 1,
             skew_known=False,
         )  # fmt: skip
-    assert err.value.exit_code == 2 and err.value.field == "rank" and "2147483648" in str(
-        err.value
-    )
+    assert err.value.exit_code == 2 and err.value.field == "rank" and "2147483648" in str(err.value)
     frame = pd.DataFrame(
         {"rank": [2**31], "op": ["all_reduce"], "bytes": [8], "dtype": ["float32"],
          "group": ["g"], "issue_ns": [0], "latency_ns": [None], "overlap_ns": [None]}

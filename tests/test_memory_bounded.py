@@ -23,7 +23,7 @@ from tracecanary.compile.expand import select_occurrences
 from tracecanary.compile.source import serialize_source
 from tracecanary.factorize import cumcount
 from tracecanary.ingest import ingest_files
-from tracecanary.load import OPTIONAL_MATCHING_COLUMNS, load_program, read_matching_columns
+from tracecanary.load import OPTIONAL_MATCHING_COLUMNS, ParquetColumns, load_program
 from tracecanary.matching import _group_occurrences, build_program_from_columns
 from tracecanary.synth.examples import random_program
 
@@ -114,10 +114,9 @@ def test_without_the_members_own_latencies_the_program_is_the_one_built_before(s
 
 def test_matching_takes_its_columns_over_and_leaves_only_the_unread_ones(shipped):
     _, table = shipped
-    frame = read_matching_columns(table).to_pandas()
     side = load_program(table)  # the reference: the loader's own path
-    columns = {name: frame[name] for name in frame.columns}
-    columns["unread"] = frame["rank"]
+    columns = ParquetColumns(table)
+    columns["unread"] = columns["rank"]
     program = build_program_from_columns(
         columns,
         groups={g: list(r) for g, r in _groups(table).items()},
@@ -132,15 +131,15 @@ def test_matching_takes_its_columns_over_and_leaves_only_the_unread_ones(shipped
 
 def test_optional_columns_with_nothing_recorded_are_not_read_and_change_nothing(shipped):
     _, table = shipped
-    every = read_matching_columns(table)
-    lean = read_matching_columns(table, skip_empty_optional=True)
-    skipped = set(every.column_names) - set(lean.column_names)
+    every = pq.read_table(table, columns=list(ParquetColumns(table)))
+    lean = list(ParquetColumns(table, skip_empty_optional=True))
+    skipped = set(every.column_names) - set(lean)
     assert skipped <= set(OPTIONAL_MATCHING_COLUMNS)
     for name in skipped:
         assert every.column(name).null_count == len(every)
     for name in OPTIONAL_MATCHING_COLUMNS:
         if name in every.column_names and every.column(name).null_count < len(every):
-            assert name in lean.column_names
+            assert name in lean
 
 
 def _sidecar(table: Path) -> dict:
@@ -241,8 +240,8 @@ def test_selecting_every_occurrence_shares_the_member_table_with_the_values_a_co
 
 def test_the_parquet_columns_matching_reads_are_dictionary_encoded_text(shipped):
     _, table = shipped
-    read = read_matching_columns(table)
+    read = ParquetColumns(table)
     schema = pq.read_schema(table)
     for name in ("op", "dtype", "group"):
         assert str(schema.field(name).type) == "string"
-        assert str(read.schema.field(name).type).startswith("dictionary")
+        assert isinstance(read[name].dtype, pd.CategoricalDtype)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
-import importlib
+import hashlib
 import json
 import os
 import stat
@@ -20,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 _CHUNK = 1 << 20
-SMALL_HASH_BYTES = 1 << 20
 # Snakemake's marker in a directory output: an empty file whose mtime stands for the
 # directory's (snakemake.io.IOFile.touch writes it at the top of the output only)
 SNAKEMAKE_MARKER = ".snakemake_timestamp"
@@ -34,41 +32,14 @@ def canonical_json_bytes(obj: Any) -> bytes:
     ).encode("utf-8")
 
 
-def sha256_hasher(data: bytes = b"", *, size: int | None = None):
-    """A SHA-256 hash object fed ``data`` (``update``, ``hexdigest``, ``copy``): SHA-256,
-    whichever implementation serves it. Where the bytes it will hash are known to be few
-    (``size``, else ``len(data)``, under ``SMALL_HASH_BYTES``) it is CPython's own
-    (``_sha2``, ``_sha256`` before Python 3.12), otherwise OpenSSL's through ``hashlib``:
-    OpenSSL hashes about 6x faster here (1,683 against 279 MB/s) but loading it costs
-    every command ~3.5 ms, more than CPython's takes for 1 MiB."""
-    if (len(data) if size is None else size) < SMALL_HASH_BYTES:
-        builtin = _builtin_sha256()
-        if builtin is not None:
-            return builtin(data)
-    import hashlib
-
-    return hashlib.sha256(data)
-
-
-@functools.cache
-def _builtin_sha256():
-    """CPython's own SHA-256 constructor, or None where this Python has none."""
-    for name in ("_sha2", "_sha256"):
-        try:
-            return importlib.import_module(name).sha256
-        except (ImportError, AttributeError):
-            continue
-    return None
-
-
 def sha256_bytes(data: bytes) -> str:
-    return sha256_hasher(data).hexdigest()
+    return hashlib.sha256(data).hexdigest()
 
 
 def sha256_file(path: str | os.PathLike) -> str:
     """SHA-256 hex digest of a file's bytes."""
     with open(path, "rb") as f:
-        h = sha256_hasher(size=os.fstat(f.fileno()).st_size)
+        h = hashlib.sha256()
         while chunk := f.read(_CHUNK):
             h.update(chunk)
     return h.hexdigest()
@@ -137,7 +108,7 @@ def sha256_regular_file(path: str | os.PathLike) -> str:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise NotRegular(str(path), file_kind(mode))
-        h = sha256_hasher(size=os.fstat(fd).st_size)
+        h = hashlib.sha256()
         while chunk := f.read(_CHUNK):
             h.update(chunk)
     return h.hexdigest()

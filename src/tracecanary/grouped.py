@@ -20,7 +20,8 @@ contiguous run, scanned with numpy's accumulate, and a per-group carry passes ea
 running value on to the next chunk. A chunk fits in cache, so the gathers into and out of
 the sorted order stay cheap however the groups interleave. One group needs no sort.
 
-Arithmetic is int64 throughout, never float. Running sums are int64 modulo 2**64, as in
+Arithmetic is int64 throughout, never float: keys and values must be integer arrays (a
+float, object or uint64 one is refused with a TypeError, never truncated). Running sums are int64 modulo 2**64, as in
 pandas (and numpy): equal to the exact sums whenever those fit in int64, bit-identical to
 pandas' otherwise. Maxima are exact for every int64 value (the one offset trick used is
 checked beforehand, in Python integers, not to leave int64).
@@ -28,6 +29,7 @@ checked beforehand, in Python integers, not to leave int64).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -160,7 +162,12 @@ def _runs_cummax(v: np.ndarray, starts: np.ndarray) -> None:
 
 
 def _int64(values: np.ndarray, n: int) -> np.ndarray:
-    values = np.asarray(values, dtype=np.int64)
+    """``values`` as int64, refused unless they are integers that int64 holds: a float,
+    object or uint64 array would be truncated or wrapped by the cast, not summed."""
+    values = np.asarray(values)
+    if values.dtype.kind not in "iub" or values.dtype == np.uint64:
+        raise TypeError(f"grouped values must be integers (int64 arithmetic), not {values.dtype}")
+    values = values.astype(np.int64, copy=False)
     if values.shape != (n,):
         raise ValueError(f"expected {n} values, got shape {values.shape}")
     return values
@@ -275,6 +282,7 @@ class Grouping:
     def previous_max(self, values: np.ndarray, fill: int) -> np.ndarray:
         """Per row, the largest of ``values`` over the earlier rows of its group
         (``fill`` for a group's first row), int64."""
+        fill = operator.index(fill)  # an integer: a float would be truncated
         carry = self._carry(_INT64_MIN)
         seen = None if carry is None else np.zeros(self.span + 1, dtype=bool)
 

@@ -17,7 +17,6 @@ from tracecanary.limits import load_json, open_input, parse_json_bytes
 
 if TYPE_CHECKING:  # imported where used: a canary's path needs no Arrow, Parquet or matching
     import pandas as pd
-    import pyarrow as pa
 
     from tracecanary.program import Program
     from tracecanary.trace_columns import TraceColumns
@@ -75,22 +74,6 @@ TEXT_MATCHING_COLUMNS = ("op", "dtype", "group", "phase", "stream")
 OPTIONAL_MATCHING_COLUMNS = ("instance", "arrival_ns", "phase", "stream", "root")
 
 
-def read_matching_columns(
-    path: str | os.PathLike, *, skip_empty_optional: bool = False
-) -> pa.Table:
-    """The columns of a normalized Parquet that matching reads (``MATCHING_COLUMNS``,
-    those present, in file order; text columns dictionary-encoded). With
-    ``skip_empty_optional``, an ``OPTIONAL_MATCHING_COLUMNS`` column whose Parquet
-    statistics say every value is missing is not read. Refuses an unreadable file
-    (InputError)."""
-    import pyarrow.parquet as pq
-
-    with _parquet_errors(path):
-        wanted = _matching_names(pq.read_metadata(path), skip_empty_optional)
-        text = [c for c in wanted if c in TEXT_MATCHING_COLUMNS]
-        return pq.read_table(path, columns=wanted, read_dictionary=text)
-
-
 def _matching_names(meta, skip_empty_optional: bool) -> list[str]:
     """The ``MATCHING_COLUMNS`` a Parquet file (its metadata) has, in file order, less
     the all-missing ``OPTIONAL_MATCHING_COLUMNS`` when ``skip_empty_optional``."""
@@ -100,11 +83,14 @@ def _matching_names(meta, skip_empty_optional: bool) -> list[str]:
 
 
 class ParquetColumns(MutableMapping):
-    """The columns ``read_matching_columns`` reads, as a mapping name -> pandas Series
-    (file order) that reads a column from the file when first asked for it, converted
-    as ``program_from_normalized`` converts that table (text columns categorical, an
-    integer column with gaps float64, ``arrival_ns`` exact; ``rank`` in the members'
-    rank dtype when every value fits). Matching (``build_program_from_columns``) asks
+    """The columns of a normalized Parquet that matching reads (``MATCHING_COLUMNS``, those
+    present, in file order; with ``skip_empty_optional``, less an
+    ``OPTIONAL_MATCHING_COLUMNS`` column whose Parquet statistics say every value is
+    missing), as a mapping name -> pandas Series that reads a column from the file when
+    first asked for it, converted as pyarrow's ``to_pandas`` converts it (text columns
+    dictionary-encoded, so categorical; an integer column with gaps float64), except
+    ``arrival_ns``, kept exact, and ``rank``, in the members' rank dtype when every
+    value fits. Matching (``build_program_from_columns``) asks
     for each column where it needs it and removes it once read, so only the columns in
     use are held, each read alone (its Arrow buffers handed back before the next), never
     the Arrow table and its conversion at once. Refuses an unreadable file, when opened
@@ -177,14 +163,6 @@ def _parquet_errors(path):
         raise InputError(f"unreadable Parquet: {err}"[:300], file=str(path)) from None
 
 
-def read_matching_series(
-    path: str | os.PathLike, *, skip_empty_optional: bool = False
-) -> dict[str, pd.Series]:
-    """Every column of ``ParquetColumns(path)`` read now (name -> Series, file order)."""
-    lazy = ParquetColumns(path, skip_empty_optional=skip_empty_optional)
-    return {name: lazy[name] for name in lazy}
-
-
 def _narrow_ranks(ranks: pd.Series) -> pd.Series:
     """``ranks`` as the members' rank dtype (``program.MEMBER_COLUMNS``) when every value
     fits (matching refuses one that does not, naming it), else unchanged."""
@@ -216,31 +194,6 @@ def _all_missing_columns(meta, candidates: tuple[str, ...]) -> set[str]:
     return empty
 
 
-def program_from_normalized(table, sidecar: dict) -> Program:
-    """Match a normalized table into a Program, with the skew status its sidecar declares
-    (decided once at ingest, not re-derived). ``table`` is converted to pandas with
-    ``self_destruct``: the Arrow buffers are released column by column as they are
-    converted, so the two copies are not held at once; the caller must not use
-    ``table`` afterwards. Matching then takes the columns over one by one
-    (``build_program_from_columns``): each is freed once read."""
-    import pyarrow as pa
-
-    from tracecanary.parquet_io import exact_nullable_int
-
-    _check_sidecar(sidecar)
-    arrival = exact_nullable_int(table, "arrival_ns")
-    frame = table.to_pandas(self_destruct=True, split_blocks=True)
-    del table
-    # the converted Arrow buffers went back to Arrow's allocator, which keeps freed
-    # pages for reuse: hand them to the system before matching allocates its own
-    pa.default_memory_pool().release_unused()
-    if arrival is not None:  # absolute times with gaps: exact, not float64
-        frame["arrival_ns"] = arrival
-    columns = {name: frame[name] for name in frame.columns}
-    del frame, arrival
-    return program_from_series(columns, sidecar)
-
-
 def _check_sidecar(sidecar: dict) -> None:
     if "skew" not in sidecar:
         raise InputError(
@@ -253,9 +206,10 @@ def _check_sidecar(sidecar: dict) -> None:
 def program_from_series(
     columns: MutableMapping[str, pd.Series], sidecar: dict, *, order: str = "time"
 ) -> Program:
-    """``program_from_normalized`` of columns already converted or read on demand
-    (``ParquetColumns``), which matching takes over one by one: the caller must not use
-    ``columns`` afterwards. ``order``: the occurrence order (``build_program``'s)."""
+    """Match a normalized table's columns (``ParquetColumns``, read on demand) into a
+    Program in occurrence ``order`` (``build_program``'s), with the skew status its sidecar
+    declares (decided once at ingest, not re-derived). Matching takes the columns over one
+    by one, each freed once read: the caller must not use ``columns`` afterwards."""
     from tracecanary.clocks.status import SkewStatus
     from tracecanary.matching import build_program_from_columns
 

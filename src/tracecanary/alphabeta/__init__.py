@@ -1,7 +1,11 @@
 """Alpha/beta reporting: measured ladders -> bandwidth tables and fits that carry their trust.
 
 Pipeline (each module one job):
-    nccltests.py  nccl-tests stdout and ``-J`` JSON -> per-run tables
+    nccltests.py  the per-run table of nccl-tests output and the checks both layouts share
+    nccltests_text.py
+                  nccl-tests ``*_perf`` stdout -> per-run tables
+    nccltests_json.py
+                  nccl-tests ``-J`` JSON -> a per-run table
     sweep.py      TraceCanary sweep archives (``tracecanary.attempt/v1``) -> ladder rows
     tuning.py     NCCL ``NCCL_DEBUG_SUBSYS=TUNING`` logs -> per-size algorithm/protocol records
     load.py       detects each INPUT's kind and builds the one internal ladder table

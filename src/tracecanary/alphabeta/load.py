@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 
 from tracecanary.alphabeta.ladder import empty_ladder, make_ladder
-from tracecanary.alphabeta.nccltests import NcclTestsRun, parse_json, parse_stdout
+from tracecanary.alphabeta.nccltests import NcclTestsRun
+from tracecanary.alphabeta.nccltests_json import parse_json
+from tracecanary.alphabeta.nccltests_text import parse_stdout
 from tracecanary.alphabeta.sweep import is_sweep_archive, read_sweep
 from tracecanary.canonical import digest_path
 from tracecanary.errors import ImportRefused, InputError

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import os
 import re
 import shutil
@@ -35,7 +36,6 @@ from tracecanary.canonical import (
     file_kind,
     is_snakemake_marker,
     sha256_bytes,
-    sha256_hasher,
 )
 from tracecanary.errors import ClaimFailed, InputError
 from tracecanary.formats.ids import MANIFEST_FORMAT
@@ -531,7 +531,7 @@ class _HashingReader:
             raise NotRegular(str(path), file_kind(st.st_mode))
         self._fh = os.fdopen(fd, "rb")
         self.st = st
-        self.hasher = sha256_hasher(size=st.st_size)
+        self.hasher = hashlib.sha256()
 
     def read(self, size: int = -1) -> bytes:
         data = self._fh.read(size)

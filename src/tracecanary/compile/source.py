@@ -29,12 +29,13 @@ Digests (SHA-256, hex):
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 
 import numpy as np
 
-from tracecanary.canonical import SMALL_HASH_BYTES, canonical_json_bytes, sha256_hasher
+from tracecanary.canonical import canonical_json_bytes
 from tracecanary.compile import jsonvec as jv
 from tracecanary.formats.ids import SEGMENT_FORMAT, SOURCE_FORMAT
 from tracecanary.program import SPLITS_COLUMN, Program
@@ -78,21 +79,15 @@ class SourceSerialization:
         self._chunk: tuple[int, memoryview | None] = (-1, None)
         n = program.n
         offsets = np.zeros(n + 1, dtype=np.int64)
-        headers = source_header(program, n), segment_header(0, n)
-        whole = segment = None
+        whole = hashlib.sha256(source_header(program, n))
+        segment = hashlib.sha256(segment_header(0, n))
         for lo in range(0, n, CHUNK_OCCURRENCES):
             hi = min(n, lo + CHUNK_OCCURRENCES)
             data, local = self._columns.lines(lo, hi)
-            if whole is None:  # the size of the first chunk (the whole text if it is the
-                # only one) picks the hash implementation; the digest is SHA-256's either way
-                size = len(data) if hi == n else SMALL_HASH_BYTES
-                whole, segment = (sha256_hasher(h, size=size) for h in headers)
             offsets[lo + 1 : hi + 1] = offsets[lo] + local[1:]
             whole.update(data)
             segment.update(data)
             self._chunk = (lo // CHUNK_OCCURRENCES, data)  # the last one stays cached
-        if whole is None:  # no occurrence
-            whole, segment = (sha256_hasher(h) for h in headers)
         self.offsets = offsets
         self._segments[("digest", n)] = whole.hexdigest()
         self._segments[(0, n)] = segment.hexdigest()
@@ -134,7 +129,7 @@ class SourceSerialization:
         key = ("digest", stop)
         got = self._segments.get(key)
         if got is None:
-            h = sha256_hasher(source_header(self.program, stop), size=self.size_bytes(stop))
+            h = hashlib.sha256(source_header(self.program, stop))
             for piece in self._pieces(0, stop):
                 h.update(piece)
             got = self._segments[key] = h.hexdigest()
@@ -147,8 +142,7 @@ class SourceSerialization:
         key = (int(start), int(stop))
         got = self._segments.get(key)
         if got is None:
-            size = int(self.offsets[stop] - self.offsets[start])
-            h = sha256_hasher(segment_header(start, stop), size=size)
+            h = hashlib.sha256(segment_header(start, stop))
             for piece in self._pieces(int(start), int(stop)):
                 h.update(piece)
             got = self._segments[key] = h.hexdigest()

@@ -33,6 +33,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from tracecanary.errors import MergeError
 from tracecanary.formats.vocab import DTYPE_BYTES, P2P_OPS
@@ -210,79 +211,128 @@ def _solve(
     identities: list[Identity],
     timeline: tuple[ToReference, Callable[[int], int]] | None,
 ) -> dict[Identity, str]:
+    """The group of every collective identity: the one assignment of all ranks' options
+    (``_rank_options``) under which every group's members agree (``_Search``); refused
+    when there is none or more than one (see the module docstring)."""
     if not identities:
         return {}
     by_rank_ids: dict[int, list[Identity]] = defaultdict(list)
     for ident in identities:
         by_rank_ids[ident.rank].append(ident)
     caps = {c.rank: c for c in captures}
-    to_ref = timeline[0] if timeline else None
-    unc = timeline[1] if timeline else None
-    ends: dict[tuple[int, int], int] = {}
-    for ident in identities:
-        for seq, end in zip(ident.seqs, ident.work_end_ns, strict=False):
-            if end is not None:
-                ends[(ident.rank, seq)] = end
+    search = _Search(caps, identities, timeline)
+    options = {
+        rank: _rank_options(cap, groups, by_rank_ids.get(rank, []))
+        for rank, cap in sorted(caps.items())
+    }
+    solutions = search.first_two(options)
+    order = search.order
+    if not solutions:
+        _refuse_no_assignment(caps, by_rank_ids, order[min(search.deepest, len(order) - 1)])
+    if len(solutions) > 1:
+        _refuse_second_assignment(caps, by_rank_ids, order, solutions, timeline is not None)
+    first = solutions[0]
+    out = {}
+    for rank in order:
+        for ident, g in zip(by_rank_ids.get(rank, []), first[rank].choice, strict=True):
+            out[ident] = g
+    return out
 
-    signatures: dict[tuple[int, int], tuple] = {}
-    for rank, cap in caps.items():
-        for seq, e in cap.by_seq.items():
-            unrecorded = e["dtype"] == UNRECORDED_DTYPE
-            uneven = "send_splits" in e  # an all_to_allv: members' bytes differ by design
-            signatures[(rank, seq)] = (
-                e["op"],
-                None if unrecorded or uneven else e["bytes"],
-                None if unrecorded else e["dtype"],
-                e.get("root"),
-            )
 
-    def signature(rank: int, seq: int) -> tuple:
-        return signatures[(rank, seq)]
+def _rank_options(
+    cap: RankCapture, groups: dict[str, list[int]], ids: list[Identity]
+) -> list[_Option]:
+    """Every assignment of this rank's identities ``ids`` to one of their candidates each
+    that ``_threads_possible`` allows, in ``itertools.product`` order, each with its
+    groups' seqs (the events whose group is known plus those of the identities assigned
+    there, in issue order). Refused when the candidates make more than
+    ``MAX_OPTIONS_PER_RANK`` assignments."""
+    rank = cap.rank
+    mine = [g for g, ranks in groups.items() if rank in ranks]
+    known: dict[str, list[int]] = {g: [] for g in mine}
+    for e in cap.doc["events"]:
+        if e["op"] not in P2P_OPS and e["group"] in known:
+            known[e["group"]].append(e["seq"])
+    count = 1
+    for ident in ids:
+        count *= len(ident.candidates)
+    if count > MAX_OPTIONS_PER_RANK:
+        raise MergeError(
+            f"rank {rank}: {len(ids)} process-group identities with {count} possible "
+            "assignments is too many to match; settle some with --groups",
+            file=cap.path,
+            field=f"meta.kineto.{PG_EVIDENCE_KEY}",
+        )
+    recorded = cap.kineto.get(GROUP_THREADS_KEY) or {}
+    known_threads: dict[str, set[int]] = {g: set(recorded.get(g, ())) for g in mine}
+    opts = []
+    for choice in itertools.product(*(i.candidates for i in ids)):
+        if not _threads_possible(ids, choice, known_threads):
+            continue
+        seqs = {g: list(s) for g, s in known.items()}
+        for ident, g in zip(ids, choice, strict=True):
+            seqs[g].extend(ident.seqs)
+        for s in seqs.values():
+            s.sort()
+        opts.append(_Option(choice, seqs))
+    return opts
 
-    options: dict[int, list[_Option]] = {}
-    for rank, cap in sorted(caps.items()):
-        mine = [g for g, ranks in groups.items() if rank in ranks]
-        known: dict[str, list[int]] = {g: [] for g in mine}
-        for e in cap.doc["events"]:
-            if e["op"] not in P2P_OPS and e["group"] in known:
-                known[e["group"]].append(e["seq"])
-        ids = by_rank_ids.get(rank, [])
-        count = 1
-        for ident in ids:
-            count *= len(ident.candidates)
-        if count > MAX_OPTIONS_PER_RANK:
-            raise MergeError(
-                f"rank {rank}: {len(ids)} process-group identities with {count} possible "
-                "assignments is too many to match; settle some with --groups",
-                file=cap.path,
-                field=f"meta.kineto.{PG_EVIDENCE_KEY}",
-            )
-        recorded = cap.kineto.get(GROUP_THREADS_KEY) or {}
-        known_threads: dict[str, set[int]] = {g: set(recorded.get(g, ())) for g in mine}
-        opts = []
-        for choice in itertools.product(*(i.candidates for i in ids)):
-            if not _threads_possible(ids, choice, known_threads):
-                continue
-            seqs = {g: list(s) for g, s in known.items()}
-            for ident, g in zip(ids, choice, strict=True):
-                seqs[g].extend(ident.seqs)
-            for s in seqs.values():
-                s.sort()
-            opts.append(_Option(choice, seqs))
-        options[rank] = opts
 
-    order = sorted(caps)
-    placed: dict[str, list[tuple[int, list[int]]]] = defaultdict(list)
-    current: dict[int, _Option] = {}
-    solutions: list[dict[int, _Option]] = []
-    steps = 0
-    deepest = [0]
+class _Search:
+    """Depth-first search, ranks in ascending order, for assignments (one option per
+    rank) under which the members of every group record the same signature sequence
+    (op, root, and bytes with dtype where both recorded them) and, with a
+    ``timeline``, no member of a symmetric collective finished its work before another
+    issued it (beyond both ranks' uncertainty)."""
 
-    def same_signatures(rank: int, seqs: list[int], other: int, other_seqs: list[int]) -> bool:
+    def __init__(
+        self,
+        caps: dict[int, RankCapture],
+        identities: list[Identity],
+        timeline: tuple[ToReference, Callable[[int], int]] | None,
+    ) -> None:
+        self.caps = caps
+        self.options: dict[int, list[_Option]] = {}
+        self.order = sorted(caps)
+        self.to_ref = timeline[0] if timeline else None
+        self.unc = timeline[1] if timeline else None
+        self.ends: dict[tuple[int, int], int] = {}
+        for ident in identities:
+            for seq, end in zip(ident.seqs, ident.work_end_ns, strict=False):
+                if end is not None:
+                    self.ends[(ident.rank, seq)] = end
+        self.signatures: dict[tuple[int, int], tuple] = {}
+        for rank, cap in caps.items():
+            for seq, e in cap.by_seq.items():
+                unrecorded = e["dtype"] == UNRECORDED_DTYPE
+                uneven = "send_splits" in e  # an all_to_allv: members' bytes differ by design
+                self.signatures[(rank, seq)] = (
+                    e["op"],
+                    None if unrecorded or uneven else e["bytes"],
+                    None if unrecorded else e["dtype"],
+                    e.get("root"),
+                )
+        self.placed: dict[str, list[tuple[int, list[int]]]] = defaultdict(list)
+        self.current: dict[int, _Option] = {}
+        self.solutions: list[dict[int, _Option]] = []
+        self.steps = 0
+        self.deepest = 0
+
+    def first_two(self, options: dict[int, list[_Option]]) -> list[dict[int, _Option]]:
+        """The first two complete assignments (rank -> one of its ``options``, tried in
+        their order) found, at most two; the search stops there. Refused past ``MAX_SEARCH_STEPS`` options tried.
+        ``deepest`` is then the index in ``order`` of the deepest rank reached."""
+        self.options = options
+        self._search(0)
+        return self.solutions
+
+    def _same_signatures(
+        self, rank: int, seqs: list[int], other: int, other_seqs: list[int]
+    ) -> bool:
         if len(other_seqs) != len(seqs):
             return False
         for a, b in zip(seqs, other_seqs, strict=True):
-            sa, sb = signature(rank, a), signature(other, b)
+            sa, sb = self.signatures[(rank, a)], self.signatures[(other, b)]
             if sa[0] != sb[0] or sa[3] != sb[3]:
                 return False
             if None not in (sa[1], sb[1]) and (sa[1], sa[2]) != (sb[1], sb[2]):
@@ -291,13 +341,14 @@ def _solve(
                 return False
         return True
 
-    def causal(rank: int, seqs: list[int], other: int, other_seqs: list[int]) -> bool:
+    def _causal(self, rank: int, seqs: list[int], other: int, other_seqs: list[int]) -> bool:
         """No member ends a symmetric collective before another member issued it."""
-        margin = unc(rank) + unc(other)
+        caps, to_ref = self.caps, self.to_ref
+        margin = self.unc(rank) + self.unc(other)
         for a, b in zip(seqs, other_seqs, strict=True):
             if caps[rank].by_seq[a]["op"] not in SYMMETRIC_OPS:
                 continue
-            ea, eb = ends.get((rank, a)), ends.get((other, b))
+            ea, eb = self.ends.get((rank, a)), self.ends.get((other, b))
             if ea is None and eb is None:
                 continue
             ia = to_ref(rank, caps[rank].by_seq[a]["ts_ns"])
@@ -308,79 +359,84 @@ def _solve(
                 return False
         return True
 
-    def matches(g: str, rank: int, seqs: list[int]) -> bool:
-        members = placed[g]
+    def _matches(self, g: str, rank: int, seqs: list[int]) -> bool:
+        members = self.placed[g]
         if not members:
             return True
         # every placed member already equals the first one
-        if not same_signatures(rank, seqs, *members[0]):
+        if not self._same_signatures(rank, seqs, *members[0]):
             return False
-        return to_ref is None or all(causal(rank, seqs, o, os_) for o, os_ in members)
+        return self.to_ref is None or all(self._causal(rank, seqs, o, os_) for o, os_ in members)
 
-    def search(k: int) -> None:
-        nonlocal steps
-        if len(solutions) >= 2:
+    def _search(self, k: int) -> None:
+        if len(self.solutions) >= 2:
             return
-        deepest[0] = max(deepest[0], k)
-        if k == len(order):
-            solutions.append(dict(current))
+        self.deepest = max(self.deepest, k)
+        if k == len(self.order):
+            self.solutions.append(dict(self.current))
             return
-        rank = order[k]
-        for opt in options[rank]:
-            steps += 1
-            if steps > MAX_SEARCH_STEPS:
+        rank = self.order[k]
+        for opt in self.options[rank]:
+            self.steps += 1
+            if self.steps > MAX_SEARCH_STEPS:
                 raise MergeError(
                     f"matching process groups across ranks took over {MAX_SEARCH_STEPS} "
                     "steps; settle some identities with --groups",
-                    file=caps[rank].path,
+                    file=self.caps[rank].path,
                     field=f"meta.kineto.{PG_EVIDENCE_KEY}",
                 )
-            if not all(matches(g, rank, s) for g, s in opt.seqs.items()):
+            if not all(self._matches(g, rank, s) for g, s in opt.seqs.items()):
                 continue
             for g, s in opt.seqs.items():
-                placed[g].append((rank, s))
-            current[rank] = opt
-            search(k + 1)
+                self.placed[g].append((rank, s))
+            self.current[rank] = opt
+            self._search(k + 1)
             for g in opt.seqs:
-                placed[g].pop()
-            del current[rank]
+                self.placed[g].pop()
+            del self.current[rank]
 
-    search(0)
-    if not solutions:
-        rank = order[min(deepest[0], len(order) - 1)]
-        ids = by_rank_ids.get(rank, [])
-        listed = ", ".join(f"{i.name} (candidates {list(i.candidates)})" for i in ids) or "none"
-        raise MergeError(
-            f"rank {rank}: no assignment of its undetermined process groups ({listed}) "
-            "makes every group's members record the same collectives; "
-            "the captures disagree or a --groups mapping is wrong",
-            file=caps[rank].path,
-            record=f"rank {rank}",
-            field=f"meta.kineto.{PG_EVIDENCE_KEY}",
-        )
-    first = solutions[0]
-    if len(solutions) > 1:
-        second = solutions[1]
-        for rank in order:
-            for ident, a, b in zip(
-                by_rank_ids.get(rank, []), first[rank].choice, second[rank].choice, strict=True
-            ):
-                if a != b:
-                    raise MergeError(
-                        f"rank {rank}: process group of {ident.name} is not determined by "
-                        f"the traces: candidates {sorted({a, b})} both make every group's "
-                        "members agree"
-                        + ("" if timeline else " (a clock calibration adds timing evidence)")
-                        + "; settle it with --groups",
-                        file=caps[rank].path,
-                        record=f"rank {rank} {ident.name}",
-                        field="group",
-                    )
-    out = {}
+
+def _refuse_no_assignment(
+    caps: dict[int, RankCapture], by_rank_ids: dict[int, list[Identity]], rank: int
+) -> NoReturn:
+    """Refuse naming ``rank`` (the deepest the search reached) and its identities."""
+    ids = by_rank_ids.get(rank, [])
+    listed = ", ".join(f"{i.name} (candidates {list(i.candidates)})" for i in ids) or "none"
+    raise MergeError(
+        f"rank {rank}: no assignment of its undetermined process groups ({listed}) "
+        "makes every group's members record the same collectives; "
+        "the captures disagree or a --groups mapping is wrong",
+        file=caps[rank].path,
+        record=f"rank {rank}",
+        field=f"meta.kineto.{PG_EVIDENCE_KEY}",
+    )
+
+
+def _refuse_second_assignment(
+    caps: dict[int, RankCapture],
+    by_rank_ids: dict[int, list[Identity]],
+    order: list[int],
+    solutions: list[dict[int, _Option]],
+    timed: bool,
+) -> None:
+    """Refuse naming the first identity (ranks in order) whose group differs between the
+    two assignments found, and both groups; return if none differs."""
+    first, second = solutions[0], solutions[1]
     for rank in order:
-        for ident, g in zip(by_rank_ids.get(rank, []), first[rank].choice, strict=True):
-            out[ident] = g
-    return out
+        for ident, a, b in zip(
+            by_rank_ids.get(rank, []), first[rank].choice, second[rank].choice, strict=True
+        ):
+            if a != b:
+                raise MergeError(
+                    f"rank {rank}: process group of {ident.name} is not determined by "
+                    f"the traces: candidates {sorted({a, b})} both make every group's "
+                    "members agree"
+                    + ("" if timed else " (a clock calibration adds timing evidence)")
+                    + "; settle it with --groups",
+                    file=caps[rank].path,
+                    record=f"rank {rank} {ident.name}",
+                    field="group",
+                )
 
 
 def _threads_possible(
