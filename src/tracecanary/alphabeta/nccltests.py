@@ -148,7 +148,12 @@ def refuse(message: str, file: str, line: int | None, field_name: str | None) ->
 
 def rows_per_cycle(min_bytes: int, max_bytes: int, step: int, kind: str) -> int | None:
     """Number of sizes nccl-tests visits per cycle (its ``for size = min; size <= max`` loop)."""
-    if min_bytes < 0 or step <= 0 or (kind == "factor" and (step < 2 or min_bytes == 0)) or max_bytes < min_bytes:
+    if (
+        min_bytes < 0
+        or step <= 0
+        or (kind == "factor" and (step < 2 or min_bytes == 0))
+        or max_bytes < min_bytes
+    ):
         return None
     if kind != "factor":  # arithmetic ladder: counted, not walked (the header is untrusted)
         n = (max_bytes - min_bytes) // step + 1
