@@ -10,7 +10,6 @@ path (every result held at once, copies made)."""
 from __future__ import annotations
 
 import dataclasses
-
 import gc
 import weakref
 
