@@ -244,6 +244,35 @@ replay_physical, replay_dispatch, replay_param) claim every core, so they still 
 A test passing ``--cores`` itself overrides this (the last one given counts)."""
 
 
+def make_physical_campaign(workdir: Path, *, configs: list[str], repetitions: int) -> None:
+    """The tiny campaign's decode captures sized for replay on CPUs (resources/decode-small's
+    shape: 2 layers, hidden 1024, 512-token prompt), one request of ~200 collectives per
+    rank on 2 ranks (2 hosts, one per CPU core: every launch starts 2 workers), with a
+    physical section of ``configs`` x ``repetitions`` and three short ladders."""
+    spec = DecodeSpec(events_per_rank=200, layers=2, hidden=1024, requests=1, prompt_tokens=512,
+                      tail_windows=1, ranks=2, ranks_per_host=1)  # fmt: skip
+    make_tiny_campaign(workdir, with_alphabeta=False, spec=spec)
+    config_file = workdir / "config" / "tiny.yaml"
+    config = yaml.safe_load(config_file.read_text())
+    ladder = {"factor": 4, "warmup": 1, "iters": 2, "cycles": 3}
+    config["physical"] = {
+        "sources": ["decode"], "configs": configs, "nproc": spec.ranks,
+        "repetitions": repetitions, "warmup": 0, "iters": 1, "timeout": 300,
+        "sweeps": [
+            {"id": "ar", "collective": "all_reduce", "dtype": "bfloat16", "min_bytes": "1K",
+             "max_bytes": "1M", **ladder},
+            {"id": "ag", "collective": "all_gather", "dtype": "bfloat16", "min_bytes": "1K",
+             "max_bytes": "4M", **ladder},
+            {"id": "bc", "collective": "broadcast", "dtype": "int64", "min_bytes": "8",
+             "max_bytes": "1K", **ladder},
+        ],
+    }  # fmt: skip
+    config_file.write_text(yaml.safe_dump(config))
+    (workdir / "config" / "physical.yaml").write_bytes(
+        (REPO / "config" / "physical.yaml").read_bytes()
+    )
+
+
 def run_snakemake(workdir, *extra, configfile="config/tiny.yaml"):
     """A real Snakemake run of the project workflow in ``workdir`` (SNAKEMAKE_CORES)."""
     cmd = [

@@ -13,41 +13,17 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
-from conftest import REPO, make_tiny_campaign, run_snakemake
+from conftest import make_physical_campaign, run_snakemake
 
 from tracecanary.canonical import digest_path
-from tracecanary.synth.decode import DecodeSpec
 
 pytestmark = pytest.mark.slow
 MANIFEST = "results/tiny/manifest.json"
 
 
 def _physical_campaign(workdir):
-    """The tiny campaign's decode captures on 2 ranks with one physical configuration,
-    one repetition and three short ladders (a minute of real gloo collectives)."""
-    spec = DecodeSpec(events_per_rank=200, layers=2, hidden=1024, requests=1, prompt_tokens=512,
-                      tail_windows=1, ranks=2, ranks_per_host=1)  # fmt: skip
-    make_tiny_campaign(workdir, with_alphabeta=False, spec=spec)
-    config_file = workdir / "config" / "tiny.yaml"
-    config = yaml.safe_load(config_file.read_text())
-    ladder = {"factor": 4, "warmup": 1, "iters": 2, "cycles": 3}
-    config["physical"] = {
-        "sources": ["decode"], "configs": ["native"], "nproc": spec.ranks, "repetitions": 1,
-        "warmup": 0, "iters": 1, "timeout": 300,
-        "sweeps": [
-            {"id": "ar", "collective": "all_reduce", "dtype": "bfloat16", "min_bytes": "1K",
-             "max_bytes": "1M", **ladder},
-            {"id": "ag", "collective": "all_gather", "dtype": "bfloat16", "min_bytes": "1K",
-             "max_bytes": "4M", **ladder},
-            {"id": "bc", "collective": "broadcast", "dtype": "int64", "min_bytes": "8",
-             "max_bytes": "1K", **ladder},
-        ],
-    }  # fmt: skip
-    config_file.write_text(yaml.safe_dump(config))
-    (workdir / "config" / "physical.yaml").write_bytes(
-        (REPO / "config" / "physical.yaml").read_bytes()
-    )
+    """One physical configuration, one repetition (a minute of real gloo collectives)."""
+    make_physical_campaign(workdir, configs=["native"], repetitions=1)
 
 
 def test_regenerate_keeps_recorded_replays_and_rederives_calibrated_backends_bit_for_bit(

@@ -8,43 +8,12 @@ import json
 
 import pytest
 import yaml
-from conftest import REPO, make_tiny_campaign, run_snakemake
-
-from tracecanary.synth.decode import DecodeSpec
+from conftest import make_physical_campaign, run_snakemake
 
 
 @pytest.mark.slow
 def test_campaign_reports_simulator_vs_machine_from_its_own_ladders(tmp_path):
-    # the tiny campaign's decode captures, sized for replay on CPUs (resources/decode-small's
-    # shape: 2 layers, hidden 1024, 512-token prompt), one request of ~200 collectives per
-    # rank; 2 ranks on 2 hosts (one per CPU core), so every launch starts 2 workers, not 4
-    spec = DecodeSpec(events_per_rank=200, layers=2, hidden=1024, requests=1, prompt_tokens=512,
-                      tail_windows=1, ranks=2, ranks_per_host=1)  # fmt: skip
-    make_tiny_campaign(tmp_path, with_alphabeta=False, spec=spec)
-    config_file = tmp_path / "config" / "tiny.yaml"
-    config = yaml.safe_load(config_file.read_text())
-    ladder = {"factor": 4, "warmup": 1, "iters": 2, "cycles": 3}
-    config["physical"] = {
-        "sources": ["decode"],
-        "configs": ["native", "fused64k"],
-        "nproc": spec.ranks,
-        "repetitions": 3,
-        "warmup": 0,
-        "iters": 1,
-        "timeout": 300,
-        "sweeps": [
-            {"id": "ar", "collective": "all_reduce", "dtype": "bfloat16", "min_bytes": "1K",
-             "max_bytes": "1M", **ladder},
-            {"id": "ag", "collective": "all_gather", "dtype": "bfloat16", "min_bytes": "1K",
-             "max_bytes": "4M", **ladder},
-            {"id": "bc", "collective": "broadcast", "dtype": "int64", "min_bytes": "8",
-             "max_bytes": "1K", **ladder},
-        ],
-    }  # fmt: skip
-    config_file.write_text(yaml.safe_dump(config))
-    (tmp_path / "config" / "physical.yaml").write_bytes(
-        (REPO / "config" / "physical.yaml").read_bytes()
-    )
+    make_physical_campaign(tmp_path, configs=["native", "fused64k"], repetitions=3)
     run = run_snakemake(tmp_path, "--nolock", "results/tiny/physical/decode.json")
     assert run.returncode == 0, run.stderr[-3000:]
     backends = yaml.safe_load((tmp_path / "results/tiny/backends/decode/calibrated.yaml").read_text())
