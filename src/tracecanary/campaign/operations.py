@@ -154,6 +154,20 @@ def _digest_or_missing(path: Path, root: Path | None = None) -> str:
         return f"a {err.kind}{inside}, not a regular file"
 
 
+def _require_own_root(manifest: dict, file: str, error: type) -> None:
+    """``error`` (naming ``root_sha256``) unless the manifest's root digest is that of its
+    own content: an input refusal where a run reads it, a failed claim where pack vouches
+    for it."""
+    found_root = _manifest_root(manifest)
+    if found_root != manifest["root_sha256"]:
+        raise error(
+            f"manifest root_sha256 {manifest['root_sha256']} does not match its content "
+            f"({found_root})",
+            file=file,
+            field="root_sha256",
+        )
+
+
 def _manifest_root(manifest: dict) -> str:
     body = {k: v for k, v in manifest.items() if k != "root_sha256"}
     return sha256_bytes(canonical_json_bytes(body))
@@ -275,14 +289,7 @@ def check_run_inputs(
             f"root_sha256: expected {expect_root} (pinned), found {manifest['root_sha256']}",
             file=file,
         )
-    found_root = _manifest_root(manifest)
-    if found_root != manifest["root_sha256"]:
-        raise InputError(
-            f"manifest root_sha256 {manifest['root_sha256']} does not match its content "
-            f"({found_root})",
-            file=file,
-            field="root_sha256",
-        )
+    _require_own_root(manifest, file, InputError)
     for item in _inputs_of_a_run(manifest):
         found = _digest_or_missing(root / item["path"], root)
         if found != item["sha256"]:
@@ -593,14 +600,7 @@ def pack(manifest_path: str | os.PathLike, output: str | os.PathLike) -> int:
         raise InputError(
             f"manifest is not inside its campaign directory {root}", file=file
         ) from None
-    found_root = _manifest_root(manifest)
-    if found_root != manifest["root_sha256"]:
-        raise ClaimFailed(
-            f"manifest root_sha256 {manifest['root_sha256']} does not match its content "
-            f"({found_root})",
-            file=file,
-            field="root_sha256",
-        )
+    _require_own_root(manifest, file, ClaimFailed)
     expected = {item["path"]: item["sha256"] for item in _inputs_of_a_run(manifest)}
     items = {rel: _member_files(root, rel, file) for rel in _members(manifest)}
     files = [(manifest_rel, Path(manifest_path))] + [f for group in items.values() for f in group]
