@@ -53,6 +53,17 @@ def _refused(run_cli, tmp_path, paths, *extra) -> str:
 # --- what the import makes of real gloo dumps ----------------------------------------
 
 
+def _search_verifies(merged, tmp_path, run_cli) -> None:
+    """``tracecanary search`` of a merged import ends in a verified canary."""
+    verification = tmp_path / "verification.json"
+    code, _, err = run_cli(
+        "search", merged, "-o", tmp_path / "canary.json", "--log", tmp_path / "log.json",
+        "--verification", verification,
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(verification.read_text())["claim"] == "verified"
+
+
 def test_gloo_dumps_import_ops_bytes_dtypes_and_groups():
     docs = import_dumps(JSON_DUMPS, declared_root=0, declared_even_all_to_all=True)
     for rank, doc in enumerate(docs):
@@ -130,18 +141,7 @@ def test_cli_import_merge_search_verifies(run_cli, tmp_path):
     code, _, err = run_cli("merge", *ranks, "--calibration", clocks, "-o", merged)
     assert code == 0, err
     assert "into 13 collectives; skew known" in err
-    code, stdout, err = run_cli(
-        "search",
-        merged,
-        "-o",
-        tmp_path / "canary.json",
-        "--log",
-        tmp_path / "log.json",
-        "--verification",
-        tmp_path / "verification.json",
-    )
-    assert code == 0, err
-    assert json.loads((tmp_path / "verification.json").read_text())["claim"] == "verified"
+    _search_verifies(merged, tmp_path, run_cli)
 
 
 def _with_pg_config(doc: dict, ranks: str = "[0, 1]") -> dict:
@@ -484,15 +484,4 @@ def test_zoo_ddp_dumps_its_recorder_and_the_dumps_import_merge_and_search(run_cl
         "merge", out / "rank0.json", out / "rank1.json", "--calibration", clocks, "-o", merged
     )
     assert code == 0, err
-    code, stdout, err = run_cli(
-        "search",
-        merged,
-        "-o",
-        tmp_path / "canary.json",
-        "--log",
-        tmp_path / "log.json",
-        "--verification",
-        tmp_path / "verification.json",
-    )
-    assert code == 0, err
-    assert json.loads((tmp_path / "verification.json").read_text())["claim"] == "verified"
+    _search_verifies(merged, tmp_path, run_cli)
