@@ -25,7 +25,7 @@ from tracecanary.compile import (
     source_digest,
 )
 from tracecanary.compile.document import validate_canary
-from tracecanary.compile.execution import check_execution, tail_occurrences
+from tracecanary.compile.execution import check_execution, policy_tail_occurrences
 from tracecanary.compile.reductions import read_reductions
 from tracecanary.compile.selection import STEADY_SELECTIONS
 from tracecanary.compile.structure import top_level_spans
@@ -60,7 +60,7 @@ def _check_guarantees(program, canary, *, lossless: bool) -> None:
     # whole repetition holding it runs too, in every outer repetition where it occurs
     logical = expand_canary(canary)
     policy = canary["execution"]["policy"]
-    tail = tail_occurrences(logical, policy["tail_latency_factor"], policy["timing_outlier_factor"])
+    tail = policy_tail_occurrences(logical, policy)
     weight_of = np.zeros(n)
     weight_of[idx] = weights
     assert (weight_of[tail] == 1.0).all()
@@ -309,6 +309,12 @@ def test_spans_cover_the_program_in_order():
         {"records": {"0.x": 2}},
         {"records": {"7.3": 2}},
         {"steady_selection": "bogus"},
+        {"tail_ids": [3, 3]},
+        {"tail_ids": [5, 2]},
+        {"tail_ids": [-1]},
+        {"tail_ids": [True]},
+        {"tail_ids": "7"},
+        {"tail_ids": [10**6]},
     ],
 )
 def test_bad_policies_are_refused(policy):
@@ -435,3 +441,48 @@ def decode_capture_program(tmp_path_factory):
     argv = ["merge", *map(str, captures), "--calibration", str(calibration), "-o", str(merged)]
     assert main(argv) == 0
     return load_program(merged, executed=False)
+
+
+def test_named_tail_occurrences_run_whole_with_their_rules_off():
+    program = requests_program(2, 30)
+    canary = compile_program(program)
+    rules_off = {
+        "max_executed_repeats": 2,
+        "tail_latency_factor": None,
+        "timing_outlier_factor": None,
+    }
+    plain = reduce_execution(canary, rules_off)
+    idx, _ = executed_selection(plain)
+    named = sorted({int(i) for i in np.setdiff1d(np.arange(program.n), idx)[[0, 7, 40]]})
+    reduced = reduce_execution(canary, {**rules_off, "tail_ids": named})
+    assert reduced["execution"]["policy"]["tail_ids"] == named
+    assert reduced["execution"]["tail_occurrences"] == len(named)
+    idx, weights = executed_selection(reduced)
+    weight_of = dict(zip(idx.tolist(), weights.tolist(), strict=True))
+    assert all(weight_of.get(i) == 1.0 for i in named)
+    _check_guarantees(program, reduced, lossless=True)
+
+
+def test_an_empty_tail_list_is_not_written_so_the_default_bytes_stand():
+    canary = compile_program(requests_program(2, 30))
+    policy = {"max_executed_repeats": 2}
+    assert canonical_json_bytes(reduce_execution(canary, {**policy, "tail_ids": []})) == (
+        canonical_json_bytes(reduce_execution(canary, policy))
+    )
+
+
+def test_verify_commitments_refuses_named_tails_the_reduction_does_not_follow():
+    program = requests_program(2, 30)
+    canary = compile_program(program)
+    rules_off = {
+        "max_executed_repeats": 2,
+        "tail_latency_factor": None,
+        "timing_outlier_factor": None,
+    }
+    plain = reduce_execution(canary, rules_off)
+    idx, _ = executed_selection(plain)
+    skipped = int(np.setdiff1d(np.arange(program.n), idx)[10])
+    reduced = reduce_execution(canary, {**rules_off, "tail_ids": [skipped]})
+    assert verify_commitments(program, reduced) == []
+    reduced["execution"]["policy"]["tail_ids"] = [int(np.setdiff1d(np.arange(program.n), idx)[30])]
+    assert [m["segment"] for m in verify_commitments(program, reduced)] == ["execution"]

@@ -15,6 +15,10 @@ Policy (``normalize_policy``; recorded in the canary's ``execution.policy``):
   ``{path: k}`` overriding it for every instance of one record;
 * ``tail_latency_factor`` (default 4, null disables) and ``timing_outlier_factor``
   (default 4, null disables): the rules that make an occurrence a tail occurrence;
+* ``tail_ids`` (default none; written only when non-empty): logical occurrence ids
+  named as tail occurrences, strictly increasing, beside the rules. ``search`` names
+  there the occurrences its tail-event check asks the canary to execute (the source
+  replay's top-latency events under the configurations verified), with both rules off;
 * ``tail_context`` [before, after] (default [0, 1]): repetitions joined to each tail
   window before and after it;
 * ``edge_context`` [first, last] (default [1, 1]): repetitions at the start and the end
@@ -25,7 +29,8 @@ Policy (``normalize_policy``; recorded in the canary's ``execution.policy``):
   key existed, and every canary using the default, keep their bytes and re-check as
   ``"time"``.
 
-**Tail occurrences** (``tail_occurrences``): the source ``tail`` flag; or (latency
+**Tail occurrences** (``tail_occurrences``): the source ``tail`` flag; or named in
+``tail_ids``; or (latency
 rule) a measured latency >= ``tail_latency_factor`` x the median measured latency of the
 occurrence's signature; or (timing-outlier rule) a gap, a measured overlap or a largest
 member arrival skew >= ``timing_outlier_factor`` x the median of that field over the
@@ -125,6 +130,7 @@ _POLICY_KEYS = {
     "tail_context",
     "edge_context",
     "steady_selection",
+    "tail_ids",
 }
 
 
@@ -160,6 +166,21 @@ def _path_key(key) -> str:
     return text
 
 
+def _tail_ids(policy: dict) -> list[int]:
+    """The named tail occurrences: strictly increasing logical occurrence ids (empty
+    when absent)."""
+    value = policy.get("tail_ids", [])
+    if not isinstance(value, list | tuple) or not all(is_count(v, 0) for v in value):
+        raise InputError(
+            f"tail_ids must be a list of logical occurrence ids (integers >= 0), got {value!r}",
+            field="execution_policy.tail_ids",
+        )
+    ids = [int(v) for v in value]
+    if any(b <= a for a, b in zip(ids, ids[1:], strict=False)):
+        raise InputError("tail_ids must be strictly increasing", field="execution_policy.tail_ids")
+    return ids
+
+
 def _steady_selection(policy: dict) -> str:
     value = policy.get("steady_selection", DEFAULT_STEADY_SELECTION)
     if value not in STEADY_SELECTIONS:
@@ -172,7 +193,8 @@ def _steady_selection(policy: dict) -> str:
 
 def normalize_policy(policy: dict | None) -> dict:
     """The policy with every key present and defaults filled (see module doc), except
-    ``steady_selection``, present only when it is not the default ``"time"``."""
+    ``steady_selection``, present only when it is not the default ``"time"``, and
+    ``tail_ids``, present only when it names at least one occurrence."""
     policy = dict(policy or {})
     unknown = set(policy) - _POLICY_KEYS
     if unknown:
@@ -208,6 +230,9 @@ def normalize_policy(policy: dict | None) -> dict:
     }
     if selection != DEFAULT_STEADY_SELECTION:
         norm["steady_selection"] = selection
+    tail_ids = _tail_ids(policy)
+    if tail_ids:
+        norm["tail_ids"] = tail_ids
     return norm
 
 
@@ -262,6 +287,22 @@ def tail_occurrences(
             tail |= _above_signature_median(
                 sig, largest_member_skew(program), every, outlier_factor
             )
+    return tail
+
+
+def policy_tail_occurrences(logical, norm: dict) -> np.ndarray:
+    """Tail flag per logical occurrence under a normalized policy: ``tail_occurrences``
+    with its factors, and the occurrences named in ``tail_ids`` (refused when one lies
+    beyond the program)."""
+    tail = tail_occurrences(logical, norm["tail_latency_factor"], norm["timing_outlier_factor"])
+    named = np.asarray(norm.get("tail_ids", []), dtype=np.int64)
+    if named.size and named[-1] >= logical.n:
+        raise InputError(
+            f"tail_ids names occurrence {int(named[-1])}, beyond the canary's "
+            f"{logical.n} logical occurrences",
+            field="execution_policy.tail_ids",
+        )
+    tail[named] = True
     return tail
 
 
@@ -457,7 +498,7 @@ def reduce_execution(
             )
     doc["execution"] = None
     logical = expand_canary(doc, executed=False)
-    tail = tail_occurrences(logical, norm["tail_latency_factor"], norm["timing_outlier_factor"])
+    tail = policy_tail_occurrences(logical, norm)
     by_skew = steady_selection(norm) == SKEW_QUANTILE_SELECTION
     skew = largest_member_skew(logical) if by_skew else None
     _write_reductions(records, plan_reductions(records, tail, norm, skew))

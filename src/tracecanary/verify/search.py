@@ -21,6 +21,16 @@
    It stops at the first k that executes no fewer than the best so far (a larger k
    executes at least as many). The verifier judges every candidate the same way: no
    check or tolerance depends on the selection.
+   The ladder runs twice: first with the model-free tail rules (a latency, gap, overlap
+   or skew >= 4x its signature's median makes a tail window), then with **named tails**
+   (``tail_rules: "named"``): both rules off, and the tail windows are exactly the
+   occurrences the tail-event check asks a canary to execute, the source replay's top
+   max(10, 1%) exposed latencies under each configuration verified
+   (``source_tail_ids``, recorded in the canary's policy as ``tail_ids``). On a noisy
+   capture the rules flag a straggler in most steps, so those steps run whole; the
+   named tails keep only the tails the claim is judged on. A named-tails canary is
+   accepted only when it executes fewer occurrences than the best so far, verified
+   like any other.
 
 Every candidate is logged with its settings (an execution candidate's are its policy:
 ``max_executed_repeats``, and ``steady_selection`` when not ``time``), bytes, records,
@@ -136,6 +146,7 @@ def search(
         else replay_program(second_capture[0], backends, config_names or None)
     )
     explainer = BlockingExplainer(program)
+    named = source_tail_ids(source_replay)  # for step 3, before anything reads the replay
 
     def compile_program(source: Program, **kwargs) -> dict:
         return compile_with(source, serialization=serialization, **kwargs)
@@ -251,76 +262,100 @@ def search(
                     else _rejected(verification, entry),
                 )
 
-    # 3. execution reduction
+    # 3. execution reduction: the model-free tail rules, then the tails the check names
     base = best[0]
     profile = []  # computed once, when a step first executes no fewer
-    done = False
-    for k in executed_repeats_ladder(base):
-        time_records = None  # the time selection's structure at this k
-        for selection in steady_selections:
-            settings = execution_settings(k, selection)
-            if selection == DEFAULT_STEADY_SELECTION:
-                make = lambda settings=settings: reduce_execution(base, settings)  # noqa: E731
-            else:
-                reduced = reduce_execution(base, settings)
-                if canonical_json_bytes(reduced["structure"]) == time_records:
-                    log.append(
-                        {
-                            "stage": "execution",
-                            "settings": settings,
-                            "accepted": False,
-                            "reason": "not evaluated: the same repetitions as the rejected "
-                            f"{DEFAULT_STEADY_SELECTION} selection at this k",
-                        }
-                    )
+    for family in (None, named):
+        done = False
+        for k in executed_repeats_ladder(base):
+            time_records = None  # the time selection's structure at this k
+            for selection in steady_selections:
+                settings = execution_settings(k, selection, family)
+                policy = execution_policy(settings, family)
+                if selection == DEFAULT_STEADY_SELECTION:
+                    make = lambda policy=policy: reduce_execution(base, policy)  # noqa: E731
+                else:
+                    reduced = reduce_execution(base, policy)
+                    if canonical_json_bytes(reduced["structure"]) == time_records:
+                        log.append(
+                            {
+                                "stage": "execution",
+                                "settings": settings,
+                                "accepted": False,
+                                "reason": "not evaluated: the same repetitions as the rejected "
+                                f"{DEFAULT_STEADY_SELECTION} selection at this k",
+                            }
+                        )
+                        continue
+                    make = lambda reduced=reduced: reduced  # noqa: E731
+                canary, verification, entry = evaluate("execution", settings, make)
+                if canary is None:
                     continue
-                make = lambda reduced=reduced: reduced  # noqa: E731
-            canary, verification, entry = evaluate("execution", settings, make)
-            if canary is None:
-                continue
-            if (
-                verification["claim"] == "verified"
-                and entry["occurrences_executed"] < best[2]["occurrences_executed"]
-            ):
-                best[2].update(accepted=False, reason="superseded by a reduced execution")
+                if (
+                    verification["claim"] == "verified"
+                    and entry["occurrences_executed"] < best[2]["occurrences_executed"]
+                ):
+                    best[2].update(accepted=False, reason="superseded by a reduced execution")
+                    entry.update(
+                        accepted=True,
+                        reason="verified on the weighted replay; executes fewer occurrences",
+                    )
+                    best = (canary, verification, entry)
+                    done = True
+                    break
+                if verification["claim"] != "verified":
+                    entry.update(accepted=False, reason=_rejected(verification, entry))
+                    if selection == DEFAULT_STEADY_SELECTION:
+                        time_records = canonical_json_bytes(canary["structure"])
+                    continue
+                if not profile:
+                    profile.append(repetition_profile(program).obstacle())
                 entry.update(
-                    accepted=True,
-                    reason="verified on the weighted replay; executes fewer occurrences",
+                    accepted=False,
+                    reason=f"executes no fewer: {canary['execution']['tail_occurrences']} tail "
+                    f"occurrences run whole; {profile[0]}",
                 )
-                best = (canary, verification, entry)
+                # executed occurrences do not decrease as k grows, and do not depend on
+                # which steady repetitions run
                 done = True
                 break
-            if verification["claim"] != "verified":
-                entry.update(accepted=False, reason=_rejected(verification, entry))
-                if selection == DEFAULT_STEADY_SELECTION:
-                    time_records = canonical_json_bytes(canary["structure"])
-                continue
-            if not profile:
-                profile.append(repetition_profile(program).obstacle())
-            entry.update(
-                accepted=False,
-                reason=f"executes no fewer: {canary['execution']['tail_occurrences']} tail "
-                f"occurrences run whole; {profile[0]}",
-            )
-            # executed occurrences do not decrease as k grows, and do not depend on
-            # which steady repetitions run
-            done = True
-            break
-        if done:
-            break
+            if done:
+                break
     canary, verification, entry = best
     entry["chosen"] = True
     return SearchResult(canary, verification, log)
 
 
-def execution_settings(k: int, selection: str) -> dict:
-    """An execution candidate's settings, which are also its policy:
-    ``max_executed_repeats`` k, and ``steady_selection`` when it is not the default
-    (as in the canary's recorded policy: absent means ``time``)."""
+def execution_settings(k: int, selection: str, named: list[int] | None = None) -> dict:
+    """An execution candidate's settings as logged: ``max_executed_repeats`` k, and
+    ``steady_selection`` when it is not the default (as in the canary's recorded policy:
+    absent means ``time``); with ``named`` tail occurrences, ``tail_rules: "named"`` and
+    how many (``named_tails``) instead of the list the policy holds."""
     settings: dict = {"max_executed_repeats": k}
     if selection != DEFAULT_STEADY_SELECTION:
         settings["steady_selection"] = selection
-    return settings
+    if named is not None:
+        settings.update(tail_rules="named", named_tails=len(named))
+    return dict(sorted(settings.items()))  # as the log's canonical JSON orders them
+
+
+def execution_policy(settings: dict, named: list[int] | None = None) -> dict:
+    """The execution policy of a candidate with these ``settings``: the model-free tail
+    rules at their defaults, or (``named``) both rules off and the named occurrences as
+    the tail occurrences (``compile.execution``, ``tail_ids``)."""
+    policy = {k: v for k, v in settings.items() if k not in ("tail_rules", "named_tails")}
+    if named is not None:
+        policy.update(tail_latency_factor=None, timing_outlier_factor=None, tail_ids=named)
+    return policy
+
+
+def source_tail_ids(source_replay) -> list[int]:
+    """The logical occurrence ids the tail-event check asks a canary to execute: the
+    source replay's tail events (top max(10, 1%) by exposed latency) under every
+    configuration replayed, sorted and distinct."""
+    return sorted(
+        {int(e["occ"]) for block in source_replay.metrics.values() for e in block["tail_events"]}
+    )
 
 
 def executed_repeats_ladder(canary: dict) -> list[int]:
