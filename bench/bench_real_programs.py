@@ -17,7 +17,7 @@ blocking check is the first rejected candidate's first
 ``blocking`` entry in the search log (check, configuration, source and canary figures,
 tolerance) or, where no check failed, the log's reason (e.g. "executes no fewer").
 
-``python -m bench.bench_real_programs [NAME...] [--quick | --steps N] [--order O] [--cache DIR]``
+``python -m bench.bench_real_programs [NAME...] [--quick | --steps N] [--order O] [--standard S] [--cache DIR]``
 prints the table and the rows as JSON (``--steps``: every workload's capture length, decode
 tokens for tp_decode; ``--quick``: QUICK_STEPS). Captures are kept under
 ``$TRACECANARY_BENCH_DIR/real`` or ``--cache DIR`` (``DIR/<name>-<steps>/capture``; delete
@@ -129,12 +129,16 @@ def repetition(merged: Path, order: str) -> dict:
     }
 
 
-def measure(name: str, steps: int, cache: Path, order: str = "time") -> dict:
-    """One workload's row: capture (or reuse), ``tracecanary search --order ORDER``, the
-    log read, and the repetition of the signature order in that order."""
+def measure(
+    name: str, steps: int, cache: Path, order: str = "time", standard: str = "strict"
+) -> dict:
+    """One workload's row: capture (or reuse), ``tracecanary search --order ORDER
+    --standard STANDARD``, the log read (with the standard the chosen canary met), and
+    the repetition of the signature order in that order."""
     merged, capture_s = capture(name, steps, cache)
     base = merged.parent.parent
-    canary, log_path = base / f"canary-{order}.json", base / f"search-{order}.json"
+    tag = order if standard == "strict" else f"{order}-{standard}"
+    canary, log_path = base / f"canary-{tag}.json", base / f"search-{tag}.json"
     started = time.perf_counter()
     error = None
     try:
@@ -142,6 +146,7 @@ def measure(name: str, steps: int, cache: Path, order: str = "time") -> dict:
             "search", str(merged), "--budgets", BUDGETS,
             "--backends", str(REPO / "config" / "backends.yaml"),
             "-o", str(canary), "--log", str(log_path), "--quiet", "--order", order,
+            "--standard", standard,
         )  # fmt: skip
     except RuntimeError as err:  # no verified candidate: the log still says why
         error = str(err)[-300:]
@@ -150,6 +155,7 @@ def measure(name: str, steps: int, cache: Path, order: str = "time") -> dict:
     row = {
         "workload": name,
         "order": order,
+        "standard": standard,
         "ranks": PROGRAMS[name][1],
         "steps": steps,
         "capture_s": round(capture_s, 1),
@@ -172,6 +178,10 @@ def measure(name: str, steps: int, cache: Path, order: str = "time") -> dict:
         # occurrences the execution plan keeps whole (tail windows: latency or timing
         # outliers, with their context): what bounds the executed fraction from below
         tail_occurrences=int(doc["execution"].get("tail_occurrences") or 0),
+        # the standard the chosen canary met: fixed_tolerances or source_reproducibility
+        standard_met=next((e for e in log["candidates"] if e.get("chosen")), {}).get(
+            "standard_met"
+        ),
     )
     row["met"] = bool(
         row["verified"]
@@ -183,19 +193,21 @@ def measure(name: str, steps: int, cache: Path, order: str = "time") -> dict:
 
 def table(rows: list[dict]) -> str:
     head = (
-        f"{'workload':<15}{'order':<10}{'ranks':>6}{'steps':>7}{'occ':>8}{'source B':>11}{'canary B':>10}"
-        f"{'ratio':>8}{'exec':>7}{'verified':>10}  top blocking check"
+        f"{'workload':<15}{'order':<10}{'standard':<16}{'ranks':>6}{'steps':>7}{'occ':>8}"
+        f"{'source B':>11}{'canary B':>10}{'ratio':>8}{'exec':>7}  {'met':<23}  top blocking check"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
-        lead = f"{r['workload']:<15}{r['order']:<10}{r['ranks']:>6}{r['steps']:>7}"
+        lead = (
+            f"{r['workload']:<15}{r['order']:<10}{r['standard']:<16}{r['ranks']:>6}{r['steps']:>7}"
+        )
         if "occurrences" not in r:
             lines.append(f"{lead}  no canary: {r['error']}")
             continue
         lines.append(
             f"{lead}{r['occurrences']:>8,}"
             f"{r['source_bytes']:>11,}{r['canary_bytes']:>10,}{r['ratio']:>7.1f}x"
-            f"{r['executed_fraction']:>7.0%}{str(r['verified']):>10}  "
+            f"{r['executed_fraction']:>7.0%}  {r['standard_met'] or 'not verified':<23}  "
             f"{'' if r['met'] else r['top_blocking']}"
             + (
                 f"; the chosen canary runs {r['tail_occurrences']:,} tail-window occurrences whole"
@@ -238,6 +250,13 @@ def main(argv: list[str] | None = None) -> None:
         "side by side (default: both)",
     )
     parser.add_argument(
+        "--standard",
+        choices=("strict", "reproducibility", "both"),
+        default="both",
+        help="verification standard searched for (search --standard); both: strict then "
+        "reproducibility, side by side (default: both)",
+    )
+    parser.add_argument(
         "--cache", type=Path, default=WORK / "real", metavar="DIR",
         help=f"capture cache (default: {WORK / 'real'})",
     )  # fmt: skip
@@ -251,7 +270,11 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.names or list(PROGRAMS):
         steps = args.steps or (QUICK_STEPS[name] if args.quick else PROGRAMS[name][2])
         for order in ("time", "canonical") if args.order == "both" else (args.order,):
-            rows.append(measure(name, steps, args.cache, order))
+            standards = (
+                ("strict", "reproducibility") if args.standard == "both" else (args.standard,)
+            )
+            for standard in standards:
+                rows.append(measure(name, steps, args.cache, order, standard))
     print(table(rows))
     print(json.dumps(rows, indent=1))
 

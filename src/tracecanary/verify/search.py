@@ -18,8 +18,9 @@
    (``skew_quantile``: the steady repetitions at evenly spaced quantiles of their
    arrival skew, which dominates exposed latency on real captures) at the same k, unless
    they are the same repetitions. Both execute the same number of occurrences at a k.
-   It stops at the first k that executes no fewer than the best so far (a larger k
-   executes at least as many). The verifier judges every candidate the same way: no
+   It stops at the first k accepted, or that executes no fewer than the best so far (a
+   larger k executes at least as many); after an accepted k the ks between it and the
+   last rejected one are bisected (``BISECT_FRACTION``), each verified like any other. The verifier judges every candidate the same way: no
    check or tolerance depends on the selection.
    The ladder runs twice: first with the model-free tail rules (a latency, gap, overlap
    or skew >= 4x its signature's median makes a tail window), then with **named tails**
@@ -74,6 +75,9 @@ from tracecanary.verify.claims import DEFAULT_STANDARD
 
 EXECUTED_REPEAT_FACTOR = 2
 """Execution reduction tries k = 1, 2, 4, ... (see ``executed_repeats_ladder``)."""
+BISECT_FRACTION = 8
+"""After the ladder's first accepted k, the k between it and the last rejected one are
+bisected while the gap is wider than k / BISECT_FRACTION."""
 REFINE_FACTOR = 4
 MAX_REFINED_GROUPS = 8
 
@@ -265,62 +269,81 @@ def search(
     # 3. execution reduction: the model-free tail rules, then the tails the check names
     base = best[0]
     profile = []  # computed once, when a step first executes no fewer
-    for family in (None, named):
-        done = False
-        for k in executed_repeats_ladder(base):
-            time_records = None  # the time selection's structure at this k
-            for selection in steady_selections:
-                settings = execution_settings(k, selection, family)
-                policy = execution_policy(settings, family)
-                if selection == DEFAULT_STEADY_SELECTION:
-                    make = lambda policy=policy: reduce_execution(base, policy)  # noqa: E731
-                else:
-                    reduced = reduce_execution(base, policy)
-                    if canonical_json_bytes(reduced["structure"]) == time_records:
-                        log.append(
-                            {
-                                "stage": "execution",
-                                "settings": settings,
-                                "accepted": False,
-                                "reason": "not evaluated: the same repetitions as the rejected "
-                                f"{DEFAULT_STEADY_SELECTION} selection at this k",
-                            }
-                        )
-                        continue
-                    make = lambda reduced=reduced: reduced  # noqa: E731
-                canary, verification, entry = evaluate("execution", settings, make)
-                if canary is None:
-                    continue
-                if (
-                    verification["claim"] == "verified"
-                    and entry["occurrences_executed"] < best[2]["occurrences_executed"]
-                ):
-                    best[2].update(accepted=False, reason="superseded by a reduced execution")
-                    entry.update(
-                        accepted=True,
-                        reason="verified on the weighted replay; executes fewer occurrences",
+
+    def try_k(k: int, family: list[int] | None) -> str:
+        """Every steady selection at k: "accepted" (a verified reduction executing fewer
+        became the best), "no_fewer" (verified, but executes no fewer: a larger k will
+        not either) or "rejected"."""
+        nonlocal best
+        time_records = None  # the time selection's structure at this k
+        for selection in steady_selections:
+            settings = execution_settings(k, selection, family)
+            policy = execution_policy(settings, family)
+            if selection == DEFAULT_STEADY_SELECTION:
+                make = lambda policy=policy: reduce_execution(base, policy)  # noqa: E731
+            else:
+                reduced = reduce_execution(base, policy)
+                if canonical_json_bytes(reduced["structure"]) == time_records:
+                    log.append(
+                        {
+                            "stage": "execution",
+                            "settings": settings,
+                            "accepted": False,
+                            "reason": "not evaluated: the same repetitions as the rejected "
+                            f"{DEFAULT_STEADY_SELECTION} selection at this k",
+                        }
                     )
-                    best = (canary, verification, entry)
-                    done = True
-                    break
-                if verification["claim"] != "verified":
-                    entry.update(accepted=False, reason=_rejected(verification, entry))
-                    if selection == DEFAULT_STEADY_SELECTION:
-                        time_records = canonical_json_bytes(canary["structure"])
                     continue
-                if not profile:
-                    profile.append(repetition_profile(program).obstacle())
+                make = lambda reduced=reduced: reduced  # noqa: E731
+            canary, verification, entry = evaluate("execution", settings, make)
+            if canary is None:
+                continue
+            if (
+                verification["claim"] == "verified"
+                and entry["occurrences_executed"] < best[2]["occurrences_executed"]
+            ):
+                best[2].update(accepted=False, reason="superseded by a reduced execution")
                 entry.update(
-                    accepted=False,
-                    reason=f"executes no fewer: {canary['execution']['tail_occurrences']} tail "
-                    f"occurrences run whole; {profile[0]}",
+                    accepted=True,
+                    reason="verified on the weighted replay; executes fewer occurrences",
                 )
-                # executed occurrences do not decrease as k grows, and do not depend on
-                # which steady repetitions run
-                done = True
-                break
-            if done:
-                break
+                best = (canary, verification, entry)
+                return "accepted"
+            if verification["claim"] != "verified":
+                entry.update(accepted=False, reason=_rejected(verification, entry))
+                if selection == DEFAULT_STEADY_SELECTION:
+                    time_records = canonical_json_bytes(canary["structure"])
+                continue
+            if not profile:
+                profile.append(repetition_profile(program).obstacle())
+            entry.update(
+                accepted=False,
+                reason=f"executes no fewer: {canary['execution']['tail_occurrences']} tail "
+                f"occurrences run whole; {profile[0]}",
+            )
+            # executed occurrences do not decrease as k grows, and do not depend on which
+            # steady repetitions run
+            return "no_fewer"
+        return "rejected"
+
+    for family in (None, named):
+        rejected_k = 0  # the largest k rejected below the first one accepted
+        for k in executed_repeats_ladder(base):
+            verdict = try_k(k, family)
+            if verdict == "rejected":
+                rejected_k = k
+                continue
+            if verdict == "accepted":
+                # between the last rejected k and this one: halve the gap while it is
+                # wider than an eighth of k, keeping every verified smaller k
+                low, high = rejected_k, k
+                while rejected_k and high - low > max(1, high // BISECT_FRACTION):
+                    middle = (low + high) // 2
+                    if try_k(middle, family) == "accepted":
+                        high = middle
+                    else:
+                        low = middle
+            break
     canary, verification, entry = best
     entry["chosen"] = True
     return SearchResult(canary, verification, log)
