@@ -15,10 +15,11 @@ the overlap kept). The last rows measure floors alone: the interpreter's start (
 modules a lossless compile imports (numpy and ours, no work done) show what our own
 modules add; both after the process set-up a command takes (``command_process``: NumPy's
 BLAS with one thread, the collector's raised threshold). None of the three commands
-imports pandas, pyarrow, jsonschema or PyYAML on these inputs: a small JSON trace is read
-as numpy columns (``trace_columns``), matched, compiled and verified on column arrays, a
+imports pandas, pyarrow or jsonschema on these inputs: a small JSON trace is read as
+numpy columns (``trace_columns``), matched, compiled and verified on column arrays and a
 canary's expansion is held as numpy columns (valid documents are accepted by
-``formats.schema_subset``) and backends.yaml is read by ``yaml_subset``.
+``formats.schema_subset``); backends.yaml is read by PyYAML (libyaml's parser) under
+``limits.load_yaml``.
 
 Each side runs in a venv of its own. The reference's is the scratch venv it was
 installed into; ours is made by the bench under its work folder (``--without-pip``, no

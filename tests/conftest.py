@@ -56,60 +56,6 @@ def schema_subset_checked_against_jsonschema():
     schemas._SUBSET = original
 
 
-def same_yaml_value(one, two) -> bool:
-    """Equal with the same types all the way down (``True`` is not ``1``, ``1`` is not
-    ``1.0``, ``-0.0`` is not ``0.0``), dict keys in the same order."""
-    if type(one) is not type(two):
-        return False
-    if isinstance(one, dict):
-        return (
-            len(one) == len(two)
-            and all(same_yaml_value(a, b) for a, b in zip(one, two, strict=True))
-            and all(same_yaml_value(one[k], two[k]) for k in one)
-        )
-    if isinstance(one, list):
-        return len(one) == len(two) and all(
-            same_yaml_value(a, b) for a, b in zip(one, two, strict=True)
-        )
-    if isinstance(one, float):
-        return repr(one) == repr(two)
-    return one == two
-
-
-@pytest.fixture(autouse=True, scope="session")
-def yaml_subset_checked_against_pyyaml():
-    """Every YAML text read in this test process (configurations, campaign files, hostile
-    inputs) is read by PyYAML too, and a subset answer that differs (value, type, key
-    order), that PyYAML refuses, or an error the subset did not foresee (a decline in
-    production) fails the test that read it: the subset answers without PyYAML in
-    production (tracecanary/yaml_subset.py)."""
-    from tracecanary import limits as limits_module
-    from tracecanary import yaml_subset
-    from tracecanary.errors import TraceCanaryError
-
-    def checked(text, *, limits):
-        try:
-            value = yaml_subset._parse(text, limits)  # noqa: SLF001 - unforeseen errors out
-        except yaml_subset._Declined:  # noqa: SLF001
-            return yaml_subset.DECLINED
-        try:
-            expected = limits_module._parse_yaml_text_pyyaml(  # noqa: SLF001
-                text, file="(cross-check)", limits=limits
-            )
-        except TraceCanaryError as err:
-            raise AssertionError(f"yaml_subset answered where PyYAML refuses: {err}") from None
-        assert same_yaml_value(value, expected), (
-            f"yaml_subset gives {value!r:.300}, PyYAML {expected!r:.300} for {text!r:.300}"
-        )
-        return value
-
-    original = yaml_subset.parse
-    checked.__wrapped__ = original  # the production parse, for a test of it
-    yaml_subset.parse = checked
-    yield
-    yaml_subset.parse = original
-
-
 def small_trace(n_steps: int = 3, *, with_gap: bool = False) -> dict:
     """A 2-rank trace with one shared clock: all_reduce + broadcast + send/recv per step."""
     events = []

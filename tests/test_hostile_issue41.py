@@ -80,18 +80,9 @@ def test_a_non_finite_timeout_is_refused_before_anything_runs(tmp_path, capsys, 
     assert _snapshot(tmp_path) == before and not marker.exists()
 
 
-# item 10: a nested duplicate anchor was read by the subset, which PyYAML refuses
+# item 10: an anchor repeated inside its own node is PyYAML's refusal
 
 NESTED_DUPLICATE_ANCHOR = "a: &x\n  b: &x 1\nc: *x\n"
-
-
-def test_the_yaml_subset_declines_an_anchor_repeated_inside_its_own_node():
-    from tracecanary import yaml_subset
-    from tracecanary.limits import current_limits
-
-    production_parse = getattr(yaml_subset.parse, "__wrapped__", yaml_subset.parse)
-    value = production_parse(NESTED_DUPLICATE_ANCHOR, limits=current_limits())
-    assert value is yaml_subset.DECLINED
 
 
 def test_a_backends_file_with_a_nested_duplicate_anchor_is_pyyamls_refusal(tmp_path):

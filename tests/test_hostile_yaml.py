@@ -130,6 +130,114 @@ def test_anchors_and_merge_keys_within_limits_still_load(tmp_path):
     }
 
 
+@pytest.fixture(params=["libyaml", "pure-python"])
+def parser(request, monkeypatch):
+    """The policy's loader on libyaml (CSafeLoader's parser) and, as where PyYAML was
+    built without libyaml, on PyYAML's pure-Python parser."""
+    import yaml
+
+    from tracecanary import limits
+
+    if request.param == "pure-python":
+        monkeypatch.setattr(yaml, "__with_libyaml__", False)
+    elif not yaml.__with_libyaml__:
+        pytest.skip("PyYAML was built without libyaml")
+    limits._bounded_yaml_loader.cache_clear()  # noqa: SLF001 - the class is built per parser
+    yield request.param
+    limits._bounded_yaml_loader.cache_clear()  # noqa: SLF001
+
+
+def test_yaml_is_parsed_by_libyaml_where_pyyaml_has_it():
+    import yaml
+
+    from tracecanary import limits
+
+    bases = limits._bounded_yaml_loader().__mro__  # noqa: SLF001
+    assert any(base.__name__ == "CParser" for base in bases) == yaml.__with_libyaml__
+
+
+def repository_yaml_files() -> list[Path]:
+    repo = Path(__file__).resolve().parents[1]
+    listed = subprocess.run(
+        ["git", "ls-files", "*.yaml", "*.yml"], cwd=repo, capture_output=True, text=True,
+        check=True,
+    ).stdout.split()  # fmt: skip
+    return [repo / name for name in listed]
+
+
+def test_every_yaml_file_of_the_repository_loads_to_pyyaml_s_safe_value(parser):
+    import yaml
+
+    paths = repository_yaml_files()
+    assert any(p.name == "backends.yaml" for p in paths)
+    for path in paths:
+        assert load_yaml(path) == yaml.safe_load(path.read_text(encoding="utf-8")), path
+
+
+def test_every_alias_of_one_anchor_is_one_object(parser, tmp_path):
+    path = tmp_path / "shared.yaml"
+    path.write_text("a: &s shared text\nb: *s\nc: [x]\nd: &l [x]\ne: *l\n")
+    doc = load_yaml(path)
+    assert doc["b"] is doc["a"] and doc["e"] is doc["d"] and doc["c"] is not doc["d"]
+
+
+def billion_laughs_in_block_sequences() -> str:
+    lines = ["l0: &l0"] + ["  - lol"] * 9
+    for i in range(1, 10):
+        lines += [f"l{i}: &l{i}"] + [f"  - *l{i - 1}"] * 9
+    return "\n".join(lines) + "\n"
+
+
+REFUSED = {  # text, refusal, what its one line says
+    "duplicate-key": ("a: 1\nb: 2\na: 3\n", InputError, "field a: duplicate key 'a' (line 3)"),
+    "billion-laughs": (billion_laughs(), ResourceLimitExceeded, "over max_yaml_nodes=1000000"),
+    "billion-laughs-in-block-sequences": (
+        billion_laughs_in_block_sequences(), ResourceLimitExceeded, "max_yaml_nodes",
+    ),
+    "many-aliases": (
+        "a: &a 1\nb: [" + ", ".join(["*a"] * 2000) + "]\n", ResourceLimitExceeded,
+        "YAML alias references is 1001, over max_yaml_aliases=1000",
+    ),
+    "many-aliases-in-a-block-sequence": (
+        "a: &a 1\nb:\n" + "  - *a\n" * 2000, ResourceLimitExceeded, "max_yaml_aliases=1000",
+    ),
+    "deep-block": (
+        "".join(f"{' ' * i}k:\n" for i in range(80)) + " " * 80 + "k: leaf\n",
+        ResourceLimitExceeded, "YAML nesting deeper than max_depth=64",
+    ),
+    "deep-flow": ("a: " + "[" * 100 + "]" * 100 + "\n", ResourceLimitExceeded, "max_depth=64"),
+    "recursive-alias": ("a: &a\n  - *a\n", InputError, "recursive YAML alias"),
+    "tab": ("a:\n\tb: 1\n", InputError, "not valid YAML (line 2): while scanning for the next"),
+    "unclosed": ("a: [1, 2\n", InputError, "not valid YAML (line 2): while parsing a flow seq"),
+    "two-values-on-one-line": ("a: b: c\n", InputError, "not valid YAML (line 1): mapping values"),
+    "indentation": ("a:\n    b: 1\n  c: 2\n", InputError, "not valid YAML (line 3): while parsing"),
+    "control-character": ("a: \x07\n", InputError, "not valid YAML: unacceptable character #x0007"),
+    "undefined-alias": ("a: *nowhere\n", InputError, "(line 1): found undefined alias 'nowhere'"),
+    "duplicate-anchor": (
+        "a: &x\n  b: &x 1\nc: *x\n", InputError,
+        "(line 2): found duplicate anchor 'x'; first occurrence (line 1), second occurrence",
+    ),
+    "python-tag": (
+        "a: !!python/name:os.system\n", InputError,
+        "(line 1): could not determine a constructor for the tag",
+    ),
+    "two-documents": ("a: 1\n---\nb: 2\n", InputError, "expected a single document"),
+    "integer-too-long": ("a: 1" + "0" * 5000 + "\n", InputError, "not valid YAML: Exceeds the"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(REFUSED), ids=list(REFUSED))
+def test_each_refusal_names_the_file_and_what_it_refuses(parser, tmp_path, case):
+    text, refusal, words = REFUSED[case]
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(refusal) as caught:
+        load_yaml(path)
+    assert type(caught.value) is refusal and caught.value.exit_code == 2
+    line = caught.value.one_line()
+    assert line.startswith(f"{path}: ") and words in line, line
+
+
 YAML_READS = re.compile(r"yaml\.(safe_|full_|unsafe_)?load|yaml\.(compose|parse|scan)|Loader\b")
 
 

@@ -26,7 +26,6 @@ LAYERS: list[tuple[str, list[str]]] = [
             "tracecanary",
             "errors",
             "json_depth",
-            "yaml_subset",
             "formatting",
             "progress",
             "memory",

@@ -16,8 +16,8 @@ a corrupt gzip stream, invalid UTF-8, NaN/Infinity (not JSON) and nesting deeper
 also refuses a key repeated within one object and a lone surrogate (``"\\ud800"``,
 not writable as UTF-8), naming record and field. ``load_yaml`` is the package's one
 YAML reader: file size, alias count, expanded node count and depth are bounded before
-anything is built (a "billion laughs" document is exit 2 in milliseconds); a document
-within ``yaml_subset`` is read without importing PyYAML, to the value PyYAML gives.
+anything is built (a "billion laughs" document is exit 2 in milliseconds); the text is
+parsed by libyaml, PyYAML's C parser (``CSafeLoader``'s), where PyYAML has it.
 """
 
 from __future__ import annotations
@@ -446,19 +446,53 @@ def load_json(path: str | os.PathLike, limits: Limits | None = None) -> Any:
 @functools.cache
 def _bounded_yaml_loader() -> type:
     """The YAML loader class of the policy (PyYAML imported on first use: a command that
-    reads no YAML does not pay for it)."""
-    import yaml
+    reads no YAML does not pay for it).
 
-    class _BoundedYamlLoader(yaml.SafeLoader):
-        """SafeLoader under the resource policy: refuses more than ``max_yaml_aliases`` alias
-        references, nesting deeper than ``max_depth`` (while composing, before any
+    The text is scanned and parsed by libyaml (``CParser``, the parser of PyYAML's
+    ``CSafeLoader``; PyYAML's pure-Python reader, scanner and parser where PyYAML was built
+    without libyaml), and resolved and constructed as ``CSafeLoader`` does
+    (``SafeConstructor``, ``Resolver``). The nodes are composed by PyYAML's Python
+    ``Composer``, not by CSafeLoader's C composer: the C one recurses once per nesting
+    level with no bound (a 100,000-deep ``[[[...]]]`` overflows the C stack), where this
+    one counts depth and aliases before it recurses, to the same nodes."""
+    import yaml
+    from yaml.composer import Composer
+    from yaml.constructor import SafeConstructor
+    from yaml.resolver import Resolver
+
+    if yaml.__with_libyaml__:
+        from yaml.cyaml import CParser
+
+        parser_bases: tuple[type, ...] = (CParser,)
+
+        def start_parser(loader: Any, stream: str) -> None:
+            CParser.__init__(loader, stream)
+
+    else:
+        from yaml.parser import Parser
+        from yaml.reader import Reader
+        from yaml.scanner import Scanner
+
+        parser_bases = (Reader, Scanner, Parser)
+
+        def start_parser(loader: Any, stream: str) -> None:
+            Reader.__init__(loader, stream)
+            Scanner.__init__(loader)
+            Parser.__init__(loader)
+
+    class _BoundedYamlLoader(Composer, *parser_bases, SafeConstructor, Resolver):
+        """A safe loader under the resource policy: refuses more than ``max_yaml_aliases``
+        alias references, nesting deeper than ``max_depth`` (while composing, before any
         recursion), more than ``max_yaml_nodes`` nodes once aliases are expanded (a
         "billion laughs" document is a few KB whose expansion is exponential), recursive
-        aliases, and a key repeated within one mapping. SafeLoader already refuses every
-        tag that would construct a Python object."""
+        aliases, and a key repeated within one mapping. SafeConstructor already refuses
+        every tag that would construct a Python object."""
 
         def __init__(self, stream: str, limits: Limits, file: str) -> None:
-            super().__init__(stream)
+            start_parser(self, stream)  # the reader refuses control characters
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
             self.limits, self.file = limits, file
             self.aliases = 0
             self.depth = 0
@@ -545,22 +579,10 @@ def _expanded_nodes(root: yaml.Node, limits: Limits, file: str) -> int:
 
 def parse_yaml_text(text: str, *, file: str, limits: Limits | None = None) -> Any:
     """Parse one YAML text under the policy (see ``_bounded_yaml_loader``); every refusal
-    is exit 2 naming ``file`` and, for a syntax error, the line. A text within
-    ``yaml_subset`` (our configuration files) is read there, without importing PyYAML,
-    to the value PyYAML gives; the subset declines everything PyYAML would refuse, so a
-    refusal is PyYAML's."""
-    from tracecanary import yaml_subset
+    is exit 2 naming ``file`` and, for a syntax error, the line."""
+    import yaml
 
     limits = limits or current_limits()
-    value = yaml_subset.parse(text, limits=limits)
-    if value is not yaml_subset.DECLINED:
-        return value
-    return _parse_yaml_text_pyyaml(text, file=file, limits=limits)
-
-
-def _parse_yaml_text_pyyaml(text: str, *, file: str, limits: Limits) -> Any:
-    """``parse_yaml_text`` by PyYAML, for any text."""
-    import yaml
 
     loader = None
     try:
