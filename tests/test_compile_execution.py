@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import REPO
 from hypothesis import HealthCheck, given, settings
@@ -315,6 +316,11 @@ def test_spans_cover_the_program_in_order():
         {"tail_ids": [True]},
         {"tail_ids": "7"},
         {"tail_ids": [10**6]},
+        {"steady_fraction": 0},
+        {"steady_fraction": 1.5},
+        {"steady_fraction": True},
+        {"steady_fraction": "0.5"},
+        {"steady_fraction": 0.5, "max_executed_repeats": 2},
     ],
 )
 def test_bad_policies_are_refused(policy):
@@ -486,3 +492,37 @@ def test_verify_commitments_refuses_named_tails_the_reduction_does_not_follow():
     assert verify_commitments(program, reduced) == []
     reduced["execution"]["policy"]["tail_ids"] = [int(np.setdiff1d(np.arange(program.n), idx)[30])]
     assert [m["segment"] for m in verify_commitments(program, reduced)] == ["execution"]
+
+
+@pytest.mark.parametrize("fraction", [1 / 64, 0.1, 0.25, 0.5, 1.0])
+def test_steady_fraction_runs_that_share_of_every_instance_and_keeps_every_guarantee(fraction):
+    program = requests_program(3, 40, layers=4, straggler_steps=((1, 9),))
+    reduced = reduce_execution(compile_program(program), {"steady_fraction": fraction})
+    _check_guarantees(program, reduced, lossless=True)
+    for red in read_reductions(reduced["structure"]["records"]):
+        steady = red.repeat - len(red.whole_reps)
+        assert len(red.executed_reps) - len(red.whole_reps) == max(1, math.ceil(fraction * steady))
+    if fraction == 1.0:
+        assert reduced["stats"]["occurrences_executed"] == program.n
+
+
+def test_steady_fraction_samples_motifs_of_different_lengths_in_proportion():
+    # two step motifs, 120 and 30 steps long (the second one's op is wider): one k for
+    # each would run as many steps of the short one as of the long one
+    long_part = requests_program(1, 120, layers=4, world_size=2, seed=1)
+    short_part = requests_program(1, 30, layers=5, world_size=2, seed=2)
+    occ = pd.concat([long_part.occurrences, short_part.occurrences], ignore_index=True)
+    occ["occ"] = np.arange(len(occ))
+    mem = short_part.members.copy()
+    mem["occ"] += long_part.n
+    members = pd.concat([long_part.members, mem], ignore_index=True)
+    program = type(long_part)(occ, members, 2, True)
+    canary = compile_program(program)
+    reduced = reduce_execution(canary, {"steady_fraction": 0.125})
+    runs = sorted(
+        (red.repeat - len(red.whole_reps), len(red.executed_reps) - len(red.whole_reps))
+        for red in read_reductions(reduced["structure"]["records"])
+    )
+    assert len(runs) == 2 and all(k == max(1, math.ceil(0.125 * m)) for m, k in runs)
+    assert runs[0][1] < runs[1][1]  # the short motif runs fewer steps than the long one
+    _check_guarantees(program, reduced, lossless=True)

@@ -13,6 +13,11 @@ Policy (``normalize_policy``; recorded in the canary's ``execution.policy``):
 
 * ``max_executed_repeats`` k (null: no default reduction) and ``records``
   ``{path: k}`` overriding it for every instance of one record;
+* ``steady_fraction`` f in (0, 1] (default none; written only when given; excludes
+  ``max_executed_repeats``): every reduced instance executes k = ceil(f x m) (at least 1)
+  of its m steady repetitions, so records of different lengths are sampled in
+  proportion (a capture whose steps differ splits into several motifs; one k for each
+  would over-sample the short ones); ``records`` still overrides it per record;
 * ``tail_latency_factor`` (default 4, null disables) and ``timing_outlier_factor``
   (default 4, null disables): the rules that make an occurrence a tail occurrence;
 * ``tail_ids`` (default none; written only when non-empty): logical occurrence ids
@@ -95,6 +100,7 @@ is visited only when its subtree can still be reduced.
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 
@@ -131,6 +137,7 @@ _POLICY_KEYS = {
     "edge_context",
     "steady_selection",
     "tail_ids",
+    "steady_fraction",
 }
 
 
@@ -181,6 +188,24 @@ def _tail_ids(policy: dict) -> list[int]:
     return ids
 
 
+def _steady_fraction(policy: dict) -> float | None:
+    """The share of a reduced instance's steady repetitions that execute (None: absent)."""
+    value = policy.get("steady_fraction")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise InputError(
+            f"steady_fraction {value!r} must be a number in (0, 1]",
+            field="execution_policy.steady_fraction",
+        )
+    if policy.get("max_executed_repeats") is not None:
+        raise InputError(
+            "steady_fraction and max_executed_repeats exclude each other: give one",
+            field="execution_policy.steady_fraction",
+        )
+    return float(value)
+
+
 def _steady_selection(policy: dict) -> str:
     value = policy.get("steady_selection", DEFAULT_STEADY_SELECTION)
     if value not in STEADY_SELECTIONS:
@@ -194,7 +219,8 @@ def _steady_selection(policy: dict) -> str:
 def normalize_policy(policy: dict | None) -> dict:
     """The policy with every key present and defaults filled (see module doc), except
     ``steady_selection``, present only when it is not the default ``"time"``, and
-    ``tail_ids``, present only when it names at least one occurrence."""
+    ``tail_ids``, present only when it names at least one occurrence, and
+    ``steady_fraction``, present only when given."""
     policy = dict(policy or {})
     unknown = set(policy) - _POLICY_KEYS
     if unknown:
@@ -233,6 +259,9 @@ def normalize_policy(policy: dict | None) -> dict:
     tail_ids = _tail_ids(policy)
     if tail_ids:
         norm["tail_ids"] = tail_ids
+    fraction = _steady_fraction(policy)
+    if fraction is not None:
+        norm["steady_fraction"] = fraction
     return norm
 
 
@@ -351,6 +380,28 @@ def _k_for(norm: dict, path: tuple[int, ...]) -> int | None:
     return norm["records"].get(".".join(map(str, path)), norm["max_executed_repeats"])
 
 
+def _steady_k(norm: dict, path: tuple[int, ...], steady: int) -> int | None:
+    """k for an instance of the record at ``path`` with ``steady`` steady repetitions:
+    the record's own k, else ceil(``steady_fraction`` x steady) (at least 1), else
+    ``max_executed_repeats``."""
+    key = ".".join(map(str, path))
+    if key not in norm["records"] and norm.get("steady_fraction") is not None:
+        return max(1, math.ceil(norm["steady_fraction"] * steady))
+    return _k_for(norm, path)
+
+
+def _may_reduce(norm: dict, path: tuple[int, ...], reps: int) -> bool:
+    """Whether some instance of the record at ``path``, of ``reps`` repetitions, could
+    execute fewer than all of them under ``norm``."""
+    if reps < 2:
+        return False
+    key = ".".join(map(str, path))
+    if key not in norm["records"] and norm.get("steady_fraction") is not None:
+        return norm["steady_fraction"] < 1
+    k = _k_for(norm, path)
+    return k is not None and k < reps
+
+
 def _reducible(records: list[dict], prefix: tuple[int, ...], norm: dict, out: dict) -> bool:
     """Fill ``out[path]`` = whether the subtree of the record at ``path`` holds a record
     that some instance could reduce (k < repeat); return it for the whole list."""
@@ -359,9 +410,8 @@ def _reducible(records: list[dict], prefix: tuple[int, ...], norm: dict, out: di
         if "sigs" in rec:
             continue
         path = prefix + (i,)
-        k = _k_for(norm, path)
         below = _reducible(rec["body"], path, norm, out) if "body" in rec else False
-        mine = k is not None and int(rec["repeat"]) >= 2 and k < int(rec["repeat"])
+        mine = _may_reduce(norm, path, int(rec["repeat"]))
         out[path] = below
         any_here = any_here or mine or below
     return any_here
@@ -411,14 +461,14 @@ def plan_reductions(
             path = prefix + (i,)
             reps = int(rec["repeat"])
             period = length // reps
-            k = _k_for(norm, path)
             reduced = False
-            if k is not None and reps >= 2 and k < reps:
+            if _may_reduce(norm, path, reps):
                 rep_tail = tail[pos : pos + length].reshape(reps, period).any(axis=1)
                 whole = _whole_reps(rep_tail, norm)
                 steady = np.flatnonzero(~whole)
                 m = len(steady)
-                if m > k:
+                k = _steady_k(norm, path, m)
+                if k is not None and m > k:
                     rep_skew = None
                     if by_skew:
                         rep_skew = skew[pos : pos + length].reshape(reps, period).sum(axis=1)

@@ -27,7 +27,10 @@
    (``tail_rules: "named"``): both rules off, and the tail windows are exactly the
    occurrences the tail-event check asks a canary to execute, the source replay's top
    max(10, 1%) exposed latencies under each configuration verified
-   (``source_tail_ids``, recorded in the canary's policy as ``tail_ids``). On a noisy
+   (``source_tail_ids``, recorded in the canary's policy as ``tail_ids``), and each
+   reduced instance executing a share of its steady repetitions (``steady_fraction``
+   from ``fraction_ladder``), so motifs of different lengths (steps that differ split
+   the structure into several) are sampled in proportion. On a noisy
    capture the rules flag a straggler in most steps, so those steps run whole; the
    named tails keep only the tails the claim is judged on. A named-tails canary is
    accepted only when it executes fewer occurrences than the best so far, verified
@@ -270,10 +273,11 @@ def search(
     base = best[0]
     profile = []  # computed once, when a step first executes no fewer
 
-    def try_k(k: int, family: list[int] | None) -> str:
-        """Every steady selection at k: "accepted" (a verified reduction executing fewer
-        became the best), "no_fewer" (verified, but executes no fewer: a larger k will
-        not either) or "rejected"."""
+    def try_k(k: float, family: list[int] | None) -> str:
+        """Every steady selection at k (without named tails: ``max_executed_repeats`` k;
+        with them: ``steady_fraction`` k): "accepted" (a verified reduction executing
+        fewer became the best), "no_fewer" (verified, but executes no fewer: a larger k
+        will not either) or "rejected"."""
         nonlocal best
         time_records = None  # the time selection's structure at this k
         for selection in steady_selections:
@@ -327,8 +331,9 @@ def search(
         return "rejected"
 
     for family in (None, named):
+        ladder = executed_repeats_ladder(base) if family is None else fraction_ladder(base)
         rejected_k = 0  # the largest k rejected below the first one accepted
-        for k in executed_repeats_ladder(base):
+        for k in ladder:
             verdict = try_k(k, family)
             if verdict == "rejected":
                 rejected_k = k
@@ -337,8 +342,8 @@ def search(
                 # between the last rejected k and this one: halve the gap while it is
                 # wider than an eighth of k, keeping every verified smaller k
                 low, high = rejected_k, k
-                while rejected_k and high - low > max(1, high // BISECT_FRACTION):
-                    middle = (low + high) // 2
+                while rejected_k and high - low > max(ladder[0], high / BISECT_FRACTION):
+                    middle = (low + high) // 2 if family is None else (low + high) / 2
                     if try_k(middle, family) == "accepted":
                         high = middle
                     else:
@@ -349,12 +354,13 @@ def search(
     return SearchResult(canary, verification, log)
 
 
-def execution_settings(k: int, selection: str, named: list[int] | None = None) -> dict:
+def execution_settings(k: float, selection: str, named: list[int] | None = None) -> dict:
     """An execution candidate's settings as logged: ``max_executed_repeats`` k, and
     ``steady_selection`` when it is not the default (as in the canary's recorded policy:
-    absent means ``time``); with ``named`` tail occurrences, ``tail_rules: "named"`` and
-    how many (``named_tails``) instead of the list the policy holds."""
-    settings: dict = {"max_executed_repeats": k}
+    absent means ``time``); with ``named`` tail occurrences, ``steady_fraction`` k
+    instead, ``tail_rules: "named"`` and how many (``named_tails``) instead of the list
+    the policy holds."""
+    settings: dict = {"max_executed_repeats": k} if named is None else {"steady_fraction": float(k)}
     if selection != DEFAULT_STEADY_SELECTION:
         settings["steady_selection"] = selection
     if named is not None:
@@ -370,6 +376,17 @@ def execution_policy(settings: dict, named: list[int] | None = None) -> dict:
     if named is not None:
         policy.update(tail_latency_factor=None, timing_outlier_factor=None, tail_ids=named)
     return policy
+
+
+def fraction_ladder(canary: dict) -> list[float]:
+    """``steady_fraction`` values for execution reduction with named tails: k / P for
+    each k of ``executed_repeats_ladder``, P the smallest power of two at or above the
+    largest ``repeat``: the same steps, as shares (exact binary fractions)."""
+    ladder = executed_repeats_ladder(canary)
+    top = 1
+    while top < ladder[-1] * EXECUTED_REPEAT_FACTOR:
+        top *= 2
+    return [k / top for k in ladder]
 
 
 def source_tail_ids(source_replay) -> list[int]:
