@@ -8,6 +8,7 @@ from tracecanary.campaign.config_check import (
     check_store_inside,
     refuse_evaluating_configs,
 )
+from tracecanary.campaign.physical_gate import report_failed_gates
 from tracecanary.campaign.physical_sources import refuse_renamed_physical_keys
 from tracecanary.campaign.report_graph import label_report_rule_graph
 
@@ -60,5 +61,16 @@ rule all:
         manifest=f"results/{CAMPAIGN}/manifest.json",
         summary=f"results/{CAMPAIGN}/summary.md",
         # each physical source's gate runs after the summary (which shows its verdict) and
-        # fails the run
+        # writes it; a failed one fails the run (below)
         physical_gates=physical_gates(),
+
+
+# a failed physical gate is a verdict, not a crashed job: once every job has run, each failed
+# gate is one `error:` line and the run exits 1 (tracecanary/campaign/physical_gate.py)
+onsuccess:
+    if exit_code := report_failed_gates(physical_gates()):
+        raise SystemExit(exit_code)
+
+
+onerror:
+    report_failed_gates(physical_gates())  # Snakemake itself exits non-zero

@@ -219,8 +219,9 @@ def make_physical_campaign(workdir: Path, *, configs: list[str], repetitions: in
     )
 
 
-def run_snakemake(workdir, *extra, configfile="config/tiny.yaml"):
-    """A real Snakemake run of the project workflow in ``workdir`` (SNAKEMAKE_CORES)."""
+def run_snakemake(workdir, *extra, configfile="config/tiny.yaml", quiet: bool = True):
+    """A real Snakemake run of the project workflow in ``workdir`` (SNAKEMAKE_CORES);
+    ``quiet=False``: everything Snakemake prints, as the README's command shows it."""
     cmd = [
         sys.executable,
         "-m",
@@ -231,7 +232,8 @@ def run_snakemake(workdir, *extra, configfile="config/tiny.yaml"):
         str(workdir),
         "--configfile",
         configfile,
-        "--quiet",  # before an option: Snakemake 9's --quiet takes optional values
+        # before an option: Snakemake 9's --quiet takes optional values
+        *(["--quiet"] if quiet else []),
         "--cores",
         str(SNAKEMAKE_CORES),
         *extra,

@@ -61,6 +61,31 @@ def test_schema_fills_every_default_the_rules_read():
     assert sweep["physical"]["sweeps"][0]["max_bytes"] == "4M"
 
 
+COMMAND_DEFAULTS = {"cwd": ".", "env": {}, "timeout": 600}
+
+
+def test_a_command_sources_defaults_fill_command_sources_only():
+    sources = [
+        {"id": "t", "kind": "trace", "path": "t.json"},
+        {"id": "c", "kind": "captures", "captures": ["r0.json"], "calibration": "c.json"},
+        {"id": "l", "kind": "live_capture", "calibration": "c.json"},
+        {"id": "k", "kind": "kineto", "traces": ["k0.json"], "same_host": True},
+        {"id": "f", "kind": "flight_recorder", "dumps": ["d0.json"], "same_host": True},
+        {"id": "u", "kind": "command", "command": ["python", "p.py"], "program": "p.py"},
+        {"id": "v", "kind": "command", "command": ["python", "p.py"], "program": "p.py",
+         "cwd": "examples", "env": {"OMP_NUM_THREADS": "1"}, "timeout": 60},
+    ]  # fmt: skip
+    filled = {s["id"]: s for s in validated({**MINIMAL, "sources": sources})["sources"]}
+    for sid in "tclkf":  # the command defaults mean nothing to these: none is added
+        assert not COMMAND_DEFAULTS.keys() & filled[sid].keys(), filled[sid]
+    assert {k: filled["u"][k] for k in COMMAND_DEFAULTS} == COMMAND_DEFAULTS
+    assert (filled["v"]["cwd"], filled["v"]["env"], filled["v"]["timeout"]) == (
+        "examples",
+        {"OMP_NUM_THREADS": "1"},
+        60,
+    )
+
+
 def test_workflow_and_stages_repeat_no_default_of_the_schema():
     # a default written as `.get("key", literal)` in a rule or stage would be a second copy
     fallback = re.compile(r"""\.get\(\s*["'][A-Za-z_]+["']\s*,\s*[^)\s]""")

@@ -177,9 +177,10 @@ rule physical_report:
 
 
 rule physical_gate:
-    # per physical source: exit 1 when a decided pair flips between canary and full program
-    # or the canary/full runtime ratio exceeds the source's threshold; runs after the
-    # summary, which shows every source's verdict
+    # per physical source: the verdict (pass, warning, or fail when a decided pair flips
+    # between canary and full program or the canary/full runtime ratio exceeds the source's
+    # threshold); runs after the summary, which shows every source's verdict. A failed
+    # verdict ends the run with one line and exit 1 (the Snakefile's onsuccess)
     input:
         report="results/{campaign}/physical/{source}.json",
         summary="results/{campaign}/summary.md",

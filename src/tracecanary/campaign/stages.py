@@ -431,20 +431,14 @@ def replay_dispatch(job) -> None:
 
 
 def physical_gate(job) -> None:
-    """Exit 1 (ClaimFailed) when the physical report's gate failed."""
-    import json
+    """The physical report's gate verdict, written whatever it is, and shown in the log; a
+    failed gate ends the run with its one line and exit 1 once every job has run
+    (``campaign/physical_gate.py``, the Snakefile's ``onsuccess``)."""
+    from tracecanary.campaign.physical_gate import write_verdict
 
-    from tracecanary.errors import ClaimFailed
-    from tracecanary.physical.report import gate_failure_line
-
-    report = json.loads(Path(job.input.report).read_text(encoding="utf-8"))
-    gate = report["gate"]
-    if gate["status"] == "fail":
-        raise ClaimFailed(gate_failure_line(report, f"source {job.wildcards.source}"))
-    Path(job.output.verdict).write_text(
-        f"physical gate: {gate['status']}\n" + "".join(f"{w}\n" for w in gate["warnings"]),
-        encoding="utf-8",
-    )
+    subject = f"source {job.wildcards.source}"
+    for line in write_verdict(job.input.report, job.output.verdict, subject):
+        print(line)
 
 
 def sweep(job) -> None:

@@ -3,7 +3,7 @@
 Every ``scripts/<rule>.py`` is ``run_rule(snakemake)``: it runs the rule's stage (looked up
 by rule name in ``tracecanary.campaign.stages``), logs to the rule's log file, then, when the
 rule has a ``prov`` output, writes the provenance record there and stores every output in
-the content-addressed store. A stage's ``TraceCanaryError`` (bad input, a gate that did not
+the content-addressed store. A stage's ``TraceCanaryError`` (bad input, a claim that did not
 hold) is one line, ``error: ...``, in the log and on the terminal, and the job exits with its
 code without a Python traceback; any other exception is logged with its traceback and
 re-raised. Either way Snakemake marks the job failed and removes its outputs.
