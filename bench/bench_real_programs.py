@@ -17,17 +17,25 @@ blocking check is the first rejected candidate's first
 ``blocking`` entry in the search log (check, configuration, source and canary figures,
 tolerance) or, where no check failed, the log's reason (e.g. "executes no fewer").
 
-``python -m bench.bench_real_programs [NAME...] [--quick | --steps N] [--order O] [--standard S] [--cache DIR]``
+``python -m bench.bench_real_programs [NAME...] [--quick | --steps N] [--order O] [--standard S] [--physical REPS] [--cache DIR]``
 prints the table and the rows as JSON (``--steps``: every workload's capture length, decode
 tokens for tp_decode; ``--quick``: QUICK_STEPS). Captures are kept under
 ``$TRACECANARY_BENCH_DIR/real`` or ``--cache DIR`` (``DIR/<name>-<steps>/capture``; delete
 to re-capture). Not a timed test: the walls are printed for orientation only.
+
+``--physical REPS`` (default off) also replays each searched canary against its full
+program through real gloo collectives on the capture's ranks, under the campaign's
+configurations (native, fused64k), REPS rounds, and runs ``compare-physical`` on them
+(``physical``): per configuration the canary/full pass-time ratio (median, paired 95%
+bootstrap interval; target <= PHYSICAL_TARGET), the configuration pairs decided in both
+programs and how many agree, and the gate.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -191,6 +199,83 @@ def measure(
     return row
 
 
+PHYSICAL_CONFIGS = ("native", "fused64k")  # the campaign's physical configurations
+PHYSICAL_TARGET = 0.20  # canary pass / full pass (issue 37)
+
+
+def physical(row: dict, cache: Path, reps: int) -> dict:
+    """The physical canary-vs-full comparison of one measured row: its chosen canary
+    exported reduced and the merged source exported full, each replayed through gloo
+    collectives on the capture's ranks under every PHYSICAL_CONFIGS configuration,
+    ``reps`` rounds (configuration order rotated each round, canary and full alternating
+    C F / F C), one warm-up and one timed pass per attempt, then ``tracecanary
+    compare-physical`` (the campaign's report and gate, at PHYSICAL_TARGET). Returned:
+    per configuration the median canary/full pass-time ratio with the paired ratios'
+    95% bootstrap interval, the decided configuration pairs and how many agree, and the
+    gate."""
+    import shutil
+
+    from tracecanary.physical.report import attempt_metrics, bootstrap_interval
+
+    name, tag = row["workload"], f"{row['order']}-{row['standard']}"
+    base = cache / f"{name}-{row['steps']}" / f"physical-{tag}"
+    shutil.rmtree(base, ignore_errors=True)
+    merged = base.parent / "capture" / "merged.jsonl.gz"
+    canary = base.parent / (
+        f"canary-{row['order']}.json" if row["standard"] == "strict" else f"canary-{tag}.json"
+    )
+    dirs = {"canary": base / "param" / "canary", "full": base / "param" / "full"}
+    tracecanary_cli(
+        "export-param", str(canary), "--execution", "reduced", "-o", str(dirs["canary"])
+    )
+    tracecanary_cli("export-param", str(merged), "--execution", "full", "-o", str(dirs["full"]))
+    started = time.perf_counter()
+    passes: dict = {c: {"canary": [], "full": []} for c in PHYSICAL_CONFIGS}
+    for rep in range(reps):
+        configs = PHYSICAL_CONFIGS[rep % 2 :] + PHYSICAL_CONFIGS[: rep % 2]
+        for config in configs:
+            for program in ("canary", "full") if rep % 2 == 0 else ("full", "canary"):
+                archive = base / program / config / f"rep{rep}"
+                tracecanary_cli(
+                    "replay-physical", str(dirs[program]), "--backend", "gloo",
+                    "--nproc", str(row["ranks"]), "--physical-config", config,
+                    "--warmup", "1", "--iters", "1", "--timeout", "1200", "--quiet",
+                    "-o", str(archive),
+                )  # fmt: skip
+                passes[config][program].append(attempt_metrics(archive)["pass_ms"])
+    report_path = base / "report.json"
+    try:
+        tracecanary_cli(
+            "compare-physical", str(base / "canary"), str(base / "full"),
+            "-o", str(report_path), "--max-runtime-ratio", str(PHYSICAL_TARGET),
+        )  # fmt: skip
+    except RuntimeError:  # the gate failed: the report is written and says why
+        pass
+    report = json.loads(report_path.read_text())
+    out = {"workload": name, "standard": row["standard"], "repetitions": reps}
+    out["replay_s"] = round(time.perf_counter() - started, 1)
+    out["executed_fraction"] = row.get("executed_fraction")
+    for config in PHYSICAL_CONFIGS:
+        c, f = passes[config]["canary"], passes[config]["full"]
+        ratios = [a / b for a, b in zip(c, f, strict=True)]
+        interval = bootstrap_interval(ratios)
+        out[config] = {
+            "canary_pass_ms": round(statistics.median(c), 2),
+            "full_pass_ms": round(statistics.median(f), 2),
+            "ratio": round(statistics.median(ratios), 3),
+            "interval_95": [round(x, 3) for x in interval] if interval else None,
+        }
+    decided = [a.get("decided_pairs", 0) for a in report["ranking_agreement"].values()]
+    agreeing = [a.get("agreeing_decided_pairs", 0) for a in report["ranking_agreement"].values()]
+    out.update(
+        decided_pairs=sum(decided),
+        agreeing_decided_pairs=sum(agreeing),
+        gate=report["gate"]["status"],
+        gate_reasons=report["gate"].get("reasons", []),
+    )
+    return out
+
+
 def table(rows: list[dict]) -> str:
     head = (
         f"{'workload':<15}{'order':<10}{'standard':<16}{'ranks':>6}{'steps':>7}{'occ':>8}"
@@ -257,6 +342,14 @@ def main(argv: list[str] | None = None) -> None:
         "reproducibility, side by side (default: both)",
     )
     parser.add_argument(
+        "--physical",
+        type=int,
+        default=0,
+        metavar="REPS",
+        help="also replay each searched canary against its full program physically, REPS "
+        "rounds, and compare them (compare-physical); default 0: off",
+    )
+    parser.add_argument(
         "--cache", type=Path, default=WORK / "real", metavar="DIR",
         help=f"capture cache (default: {WORK / 'real'})",
     )  # fmt: skip
@@ -276,7 +369,13 @@ def main(argv: list[str] | None = None) -> None:
             for standard in standards:
                 rows.append(measure(name, steps, args.cache, order, standard))
     print(table(rows))
-    print(json.dumps(rows, indent=1))
+    print(json.dumps(rows, indent=1), flush=True)
+    if args.physical < 0:
+        parser.error("--physical REPS must be >= 0")
+    if args.physical:
+        for r in rows:
+            if r.get("verified"):
+                print(json.dumps(physical(r, args.cache, args.physical)), flush=True)
 
 
 if __name__ == "__main__":

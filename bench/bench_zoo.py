@@ -242,7 +242,6 @@ def physical(name: str, steps: int | None, reps: int, *, cache: Path | None = No
     attempt that is not complete included: ``replay-physical`` exits 1)."""
     import shutil
 
-    from tracecanary.physical.report import attempt_metrics, bootstrap_interval
     from tracecanary.zoo.runner import NPROC
 
     merged, _ = _merged(name, steps, cache)
@@ -255,12 +254,23 @@ def physical(name: str, steps: int | None, reps: int, *, cache: Path | None = No
         "--backends", str(REPO / "config" / "backends.yaml"),
         "-o", str(canary), "--log", str(base / "search.json"),
     )  # fmt: skip
-    stats = json.loads(canary.read_text())["stats"]
+    return {"workload": name, "steps": steps, **physical_pass(merged, canary, NPROC, reps, base)}
+
+
+def physical_pass(merged: str | Path, canary: Path, nproc: int, reps: int, base: Path) -> dict:
+    """The searched ``canary`` (reduced) against the full program of ``merged``, both
+    exported and replayed physically on ``nproc`` gloo ranks, ``reps`` attempts each,
+    interleaved (C F / F C), attempts kept under ``base``; per metric the paired
+    canary/full ratio's median, 95% bootstrap interval and whether it meets
+    PHYSICAL_TARGET (see the module doc)."""
+    from tracecanary.physical.report import attempt_metrics, bootstrap_interval
+
+    stats = json.loads(Path(canary).read_text())["stats"]
     dirs = {"canary": base / "param" / "canary", "full": base / "param" / "full"}
     tracecanary_cli(
         "export-param", str(canary), "--execution", "reduced", "-o", str(dirs["canary"])
     )
-    tracecanary_cli("export-param", merged, "--execution", "full", "-o", str(dirs["full"]))
+    tracecanary_cli("export-param", str(merged), "--execution", "full", "-o", str(dirs["full"]))
     runs: dict[str, list[dict]] = {"canary": [], "full": []}
     started = time.perf_counter()
     for rep in range(reps):
@@ -269,7 +279,7 @@ def physical(name: str, steps: int | None, reps: int, *, cache: Path | None = No
             archive = base / "attempts" / f"{program}-{rep}"
             tracecanary_cli(
                 "replay-physical", str(dirs[program]), "--backend", "gloo",
-                "--nproc", str(NPROC), "--physical-config", PHYSICAL_CONFIG,
+                "--nproc", str(nproc), "--physical-config", PHYSICAL_CONFIG,
                 "--warmup", str(PHYSICAL_WARMUP), "--iters", str(PHYSICAL_ITERS),
                 "--timeout", "1200", "--quiet", "-o", str(archive),
             )  # fmt: skip
@@ -277,8 +287,6 @@ def physical(name: str, steps: int | None, reps: int, *, cache: Path | None = No
                 {"pass_ms": attempt_metrics(archive)["pass_ms"], "inside_ms": _inside_ms(archive)}
             )
     out: dict = {
-        "workload": name,
-        "steps": steps,
         "executed": int(stats["occurrences_executed"]),
         "logical": int(stats["occurrences_logical"]),
         "executed_fraction": round(stats["occurrences_executed"] / stats["occurrences_logical"], 3),

@@ -27,10 +27,11 @@
    (``tail_rules: "named"``): both rules off, and the tail windows are exactly the
    occurrences the tail-event check asks a canary to execute, the source replay's top
    max(10, 1%) exposed latencies under each configuration verified
-   (``source_tail_ids``, recorded in the canary's policy as ``tail_ids``), and each
-   reduced instance executing a share of its steady repetitions (``steady_fraction``
-   from ``fraction_ladder``), so motifs of different lengths (steps that differ split
-   the structure into several) are sampled in proportion. On a noisy
+   (``source_tail_ids``, recorded in the canary's policy as ``tail_ids``), with k
+   steady repetitions per reduced instance, and then with each reduced instance
+   executing a share of its steady repetitions (``steady_fraction`` from
+   ``fraction_ladder``), so motifs of different lengths (steps that differ split the
+   structure into several) are sampled in proportion (``EXECUTION_LADDERS``). On a noisy
    capture the rules flag a straggler in most steps, so those steps run whole; the
    named tails keep only the tails the claim is judged on. A named-tails canary is
    accepted only when it executes fewer occurrences than the best so far, verified
@@ -78,6 +79,11 @@ from tracecanary.verify.claims import DEFAULT_STANDARD
 
 EXECUTED_REPEAT_FACTOR = 2
 """Execution reduction tries k = 1, 2, 4, ... (see ``executed_repeats_ladder``)."""
+K_KEY, FRACTION_KEY = "max_executed_repeats", "steady_fraction"
+EXECUTION_LADDERS = ((None, K_KEY), ("named", K_KEY), ("named", FRACTION_KEY))
+"""Step 3's ladders, in order: (tail windows: the model-free rules, or the occurrences
+the tail-event check names; what each reduced instance executes: k steady repetitions,
+or a share of them)."""
 BISECT_FRACTION = 8
 """After the ladder's first accepted k, the k between it and the last rejected one are
 bisected while the gap is wider than k / BISECT_FRACTION."""
@@ -273,15 +279,15 @@ def search(
     base = best[0]
     profile = []  # computed once, when a step first executes no fewer
 
-    def try_k(k: float, family: list[int] | None) -> str:
-        """Every steady selection at k (without named tails: ``max_executed_repeats`` k;
-        with them: ``steady_fraction`` k): "accepted" (a verified reduction executing
-        fewer became the best), "no_fewer" (verified, but executes no fewer: a larger k
-        will not either) or "rejected"."""
+    def try_k(key: str, k: float, family: list[int] | None) -> str:
+        """Every steady selection at ``key`` (``max_executed_repeats`` or
+        ``steady_fraction``) k: "accepted" (a verified reduction executing fewer became
+        the best), "no_fewer" (verified, but executes no fewer: a larger k will not
+        either) or "rejected"."""
         nonlocal best
         time_records = None  # the time selection's structure at this k
         for selection in steady_selections:
-            settings = execution_settings(k, selection, family)
+            settings = execution_settings({key: k}, selection, family)
             policy = execution_policy(settings, family)
             if selection == DEFAULT_STEADY_SELECTION:
                 make = lambda policy=policy: reduce_execution(base, policy)  # noqa: E731
@@ -330,11 +336,12 @@ def search(
             return "no_fewer"
         return "rejected"
 
-    for family in (None, named):
-        ladder = executed_repeats_ladder(base) if family is None else fraction_ladder(base)
+    for tails, key in EXECUTION_LADDERS:
+        family = None if tails is None else named
+        ladder = executed_repeats_ladder(base) if key == K_KEY else fraction_ladder(base)
         rejected_k = 0  # the largest k rejected below the first one accepted
         for k in ladder:
-            verdict = try_k(k, family)
+            verdict = try_k(key, k, family)
             if verdict == "rejected":
                 rejected_k = k
                 continue
@@ -343,8 +350,8 @@ def search(
                 # wider than an eighth of k, keeping every verified smaller k
                 low, high = rejected_k, k
                 while rejected_k and high - low > max(ladder[0], high / BISECT_FRACTION):
-                    middle = (low + high) // 2 if family is None else (low + high) / 2
-                    if try_k(middle, family) == "accepted":
+                    middle = (low + high) // 2 if key == K_KEY else (low + high) / 2
+                    if try_k(key, middle, family) == "accepted":
                         high = middle
                     else:
                         low = middle
@@ -354,13 +361,13 @@ def search(
     return SearchResult(canary, verification, log)
 
 
-def execution_settings(k: float, selection: str, named: list[int] | None = None) -> dict:
-    """An execution candidate's settings as logged: ``max_executed_repeats`` k, and
+def execution_settings(amount: dict, selection: str, named: list[int] | None = None) -> dict:
+    """An execution candidate's settings as logged: its ``amount``
+    (``{"max_executed_repeats": k}`` or ``{"steady_fraction": f}``), and
     ``steady_selection`` when it is not the default (as in the canary's recorded policy:
-    absent means ``time``); with ``named`` tail occurrences, ``steady_fraction`` k
-    instead, ``tail_rules: "named"`` and how many (``named_tails``) instead of the list
-    the policy holds."""
-    settings: dict = {"max_executed_repeats": k} if named is None else {"steady_fraction": float(k)}
+    absent means ``time``); with ``named`` tail occurrences, ``tail_rules: "named"`` and
+    how many (``named_tails``) instead of the list the policy holds."""
+    settings: dict = dict(amount)
     if selection != DEFAULT_STEADY_SELECTION:
         settings["steady_selection"] = selection
     if named is not None:
